@@ -1,0 +1,76 @@
+// scanops: scan (prefix) operators for PyTorch — the public C++ API.
+//
+// Every function calls the op through the PyTorch dispatcher (`scanops::<op>` in
+// TORCH_LIBRARY(scanops, ...)), exactly as `torch.ops.scanops.<op>` does from Python, so C++
+// callers get the same device dispatch (CPU, CUDA, Meta), autograd and tracing behaviour.
+//
+// Link the CMake target `scanops::scanops` (find_package(scanops)). It carries
+// `-Wl,--no-as-needed`, so the library's op registrations are present even in a program
+// that only loads a TorchScript file and calls no function declared here.
+//
+// Semantics, for a line x[0..n-1] taken along `dim` (negative dims count from the end):
+//   inclusive (default)   y[i] = x[0] (+) ... (+) x[i]
+//   exclusive             y[i] = x[0] (+) ... (+) x[i-1];  y[0] = identity (0 sum, 1 product)
+//   reverse               runs from the end: y[i] = x[i] (+) ... (+) x[n-1]
+//                         (exclusive + reverse: x[i+1] (+) ... (+) x[n-1])
+// Result dtype as torch.cumsum / torch.cumprod: `dtype` if given (the input is converted to
+// it before the scan), else int64 for integral and bool inputs, else the input's dtype.
+// float16 / bfloat16 accumulate in float32; integers accumulate in int64 (wrapping).
+// Supported dtypes (CPU and CUDA alike): float32, float64, float16, bfloat16, int8, int16,
+// int32, int64, uint8, bool. The result is a new contiguous tensor of the input's shape;
+// inputs may have any shape and strides (0-dim, empty, non-contiguous, expanded).
+// Autograd: every op is differentiable (twice and more) in its floating inputs; backward
+// formulas call scanops ops through the dispatcher. No op synchronises with the host, so
+// all of them can be captured in CUDA graphs.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <c10/core/ScalarType.h>
+
+#include <optional>
+#include <string>
+
+namespace scanops {
+
+// Flags shared by every scan. C++20 designated initialisers read well:
+//   scanops::cumsum(x, 1, {.exclusive = true, .reverse = true});
+struct ScanOptions {
+  bool exclusive = false;
+  bool reverse = false;
+  std::optional<at::ScalarType> dtype = std::nullopt;  // result dtype; input converted first
+};
+
+// Cumulative sum along `dim`.
+// Schema: cumsum(Tensor self, int dim, *, bool exclusive=False, bool reverse=False,
+//                ScalarType? dtype=None) -> Tensor
+// Gradient: cumsum(grad, dim, exclusive, !reverse).
+at::Tensor cumsum(const at::Tensor& self, int64_t dim, const ScanOptions& options = {});
+
+// Cumulative sum of `self * mask` along `dim`, without materialising the product. `mask` is a
+// bool tensor broadcastable to self's shape, on self's device. Masked-off elements
+// contribute 0. Gradient wrt self: cumsum(grad, dim, exclusive, !reverse) * mask.
+// Schema: masked_cumsum(Tensor self, Tensor mask, int dim, *, bool exclusive=False,
+//                       bool reverse=False, ScalarType? dtype=None) -> Tensor
+at::Tensor masked_cumsum(const at::Tensor& self, const at::Tensor& mask, int64_t dim,
+                         const ScanOptions& options = {});
+
+// Cumulative product along `dim`. Gradient exact with zeros in the input, O(n), no host
+// synchronisation.
+// Schema: cumprod(Tensor self, int dim, *, bool exclusive=False, bool reverse=False,
+//                 ScalarType? dtype=None) -> Tensor
+at::Tensor cumprod(const at::Tensor& self, int64_t dim, const ScanOptions& options = {});
+
+// First-order linear recurrence along `dim`: h[t] = a[t] * h[t-1] + x[t], h[-1] = 0
+// (reverse: h[t] = a[t] * h[t+1] + x[t]); exclusive returns h[t-1] (0 first). `a` has x's
+// dtype (float32, float64, float16, bfloat16) and broadcasts to x's shape; the result has
+// x's shape and dtype. Differentiable in a and x (to any order); this is the scan over affine
+// maps h -> a*h + x, and cumprod's backward uses it. `options.dtype` must be unset.
+// Schema: linear_recurrence(Tensor a, Tensor x, int dim, *, bool exclusive=False,
+//                           bool reverse=False) -> Tensor
+at::Tensor linear_recurrence(const at::Tensor& a, const at::Tensor& x, int64_t dim,
+                             const ScanOptions& options = {});
+
+// The library's version, "MAJOR.MINOR.PATCH".
+std::string version();
+
+}  // namespace scanops

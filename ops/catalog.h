@@ -1,0 +1,49 @@
+// scanops: the op catalogue. Each op is a thin instance of the scan engine: a name, a
+// combine operation, the flags and its operands. Real kernels (CPU and CUDA: the engine
+// picks the back end by device) and Meta kernels both come from here.
+#pragma once
+
+#include "ops/scan_engine.h"
+
+namespace scanops::catalog {
+
+inline ScanSpec cumsum_spec(bool exclusive, bool reverse) {
+  return {"scanops.cumsum", CombineKind::Sum, {exclusive, reverse}};
+}
+inline ScanSpec masked_cumsum_spec(bool exclusive, bool reverse) {
+  return {"scanops.masked_cumsum", CombineKind::Sum, {exclusive, reverse}};
+}
+inline ScanSpec cumprod_spec(bool exclusive, bool reverse) {
+  return {"scanops.cumprod", CombineKind::Prod, {exclusive, reverse}};
+}
+inline ScanSpec linear_recurrence_spec(bool exclusive, bool reverse) {
+  return {"scanops.linear_recurrence", CombineKind::Affine, {exclusive, reverse}};
+}
+
+// `Engine` is scan (real data) or scan_meta (shapes only).
+#define SCANOPS_CATALOG_OPS(SUFFIX, ENGINE)                                                     \
+  inline at::Tensor cumsum##SUFFIX(const at::Tensor& self, int64_t dim, bool exclusive,        \
+                                   bool reverse, std::optional<at::ScalarType> dtype) {        \
+    return ENGINE(cumsum_spec(exclusive, reverse), ScanOperands{self}, dim, dtype);            \
+  }                                                                                            \
+  inline at::Tensor masked_cumsum##SUFFIX(const at::Tensor& self, const at::Tensor& mask,      \
+                                          int64_t dim, bool exclusive, bool reverse,           \
+                                          std::optional<at::ScalarType> dtype) {               \
+    return ENGINE(masked_cumsum_spec(exclusive, reverse), ScanOperands{self, &mask}, dim,      \
+                  dtype);                                                                      \
+  }                                                                                            \
+  inline at::Tensor cumprod##SUFFIX(const at::Tensor& self, int64_t dim, bool exclusive,       \
+                                    bool reverse, std::optional<at::ScalarType> dtype) {       \
+    return ENGINE(cumprod_spec(exclusive, reverse), ScanOperands{self}, dim, dtype);           \
+  }                                                                                            \
+  inline at::Tensor linear_recurrence##SUFFIX(const at::Tensor& a, const at::Tensor& x,        \
+                                              int64_t dim, bool exclusive, bool reverse) {     \
+    return ENGINE(linear_recurrence_spec(exclusive, reverse),                                  \
+                  ScanOperands{x, nullptr, &a, "x", "a"}, dim, std::nullopt);                  \
+  }
+
+SCANOPS_CATALOG_OPS(, scan)
+SCANOPS_CATALOG_OPS(_meta, scan_meta)
+#undef SCANOPS_CATALOG_OPS
+
+}  // namespace scanops::catalog

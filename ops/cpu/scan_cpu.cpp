@@ -1,0 +1,162 @@
+// scanops: the CPU back end of the scan engine.
+//
+// The canonical problem is outer x length x inner. Independent work items are
+// (outer index, block of up to kInnerBlock inner columns); each walks the scan dimension
+// carrying one state per column, so for inner > 1 the innermost loop runs over contiguous
+// columns and vectorises. When there are fewer work items than threads and the lines are
+// long, the scan dimension is split into chunks and done in three phases: per-chunk
+// totals, an exclusive scan of the totals per line, then a rescan of each chunk from its
+// carry-in. All loops are in *scan order* (position s maps to l = reverse ? n-1-s : s).
+#include <ATen/Parallel.h>
+#include <ATen/core/Tensor.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "ops/dispatch.h"
+
+namespace scanops {
+namespace {
+
+constexpr int64_t kInnerBlock = 64;            // columns per work item (inner > 1)
+constexpr int64_t kMinChunk = 32 * 1024;       // elements per chunk before chunking pays
+
+template <class Combine, class in_t, class out_t>
+struct CpuRunner {
+  using state_t = typename Combine::state_t;
+
+  struct View {
+    const in_t* in;
+    const in_t* coeff;  // Affine: a[t]
+    const bool* mask;
+    out_t* out;
+    int64_t length, inner;
+    bool exclusive, reverse;
+  };
+
+  static inline state_t load(const View& v, int64_t idx) {
+    if (v.mask != nullptr && !v.mask[idx]) return Combine::identity();
+    if constexpr (Combine::arity == 2) {
+      return Combine::template lift<in_t>(v.coeff[idx], v.in[idx]);
+    } else {
+      return Combine::template lift<in_t>(v.in[idx]);
+    }
+  }
+
+  // Walks scan positions [s0, s1) of columns [i0, i0 + w) of line `o`, starting from
+  // `carry` (w states, updated in place). Writes output when `write`, else only folds.
+  static void walk(const View& v, int64_t o, int64_t i0, int64_t w, int64_t s0, int64_t s1,
+                   state_t* carry, bool write) {
+    const int64_t n = v.length;
+    for (int64_t s = s0; s < s1; ++s) {
+      const int64_t l = v.reverse ? n - 1 - s : s;
+      const int64_t base = (o * n + l) * v.inner + i0;
+      if (!write) {
+        for (int64_t j = 0; j < w; ++j) carry[j] = Combine::combine(carry[j], load(v, base + j));
+      } else if (v.exclusive) {
+        for (int64_t j = 0; j < w; ++j) {
+          v.out[base + j] = static_cast<out_t>(Combine::value(carry[j]));
+          carry[j] = Combine::combine(carry[j], load(v, base + j));
+        }
+      } else {
+        for (int64_t j = 0; j < w; ++j) {
+          carry[j] = Combine::combine(carry[j], load(v, base + j));
+          v.out[base + j] = static_cast<out_t>(Combine::value(carry[j]));
+        }
+      }
+    }
+  }
+
+  static void run(const ScanProblem& p) {
+    View v{p.input.const_data_ptr<in_t>(),
+           p.coeff.defined() ? p.coeff.const_data_ptr<in_t>() : nullptr,
+           p.mask.defined() ? p.mask.const_data_ptr<bool>() : nullptr,
+           p.output.mutable_data_ptr<out_t>(),
+           p.length,
+           p.inner,
+           p.spec.flags.exclusive,
+           p.spec.flags.reverse};
+    const int64_t col_blocks = (p.inner + kInnerBlock - 1) / kInnerBlock;
+    const int64_t items = p.outer * col_blocks;
+    const int64_t width = std::min(p.inner, kInnerBlock);
+    auto item_cols = [&](int64_t item, int64_t& o, int64_t& i0, int64_t& w) {
+      o = item / col_blocks;
+      i0 = (item % col_blocks) * kInnerBlock;
+      w = std::min(kInnerBlock, p.inner - i0);
+    };
+
+    const int64_t threads = at::get_num_threads();
+    const int64_t elems_per_item = p.length * width;
+    int64_t chunks = 1;
+    if (items < 2 * threads && elems_per_item >= 2 * kMinChunk) {
+      chunks = std::min<int64_t>(p.length, std::max<int64_t>(
+                                               1, std::min<int64_t>(
+                                                      (2 * threads + items - 1) / items,
+                                                      elems_per_item / kMinChunk)));
+    }
+
+    if (chunks == 1) {
+      // Enough independent lines: each item scans its whole line.
+      const int64_t grain = std::max<int64_t>(1, kMinChunk / std::max<int64_t>(1, elems_per_item));
+      at::parallel_for(0, items, grain, [&](int64_t begin, int64_t end) {
+        state_t carry[kInnerBlock];
+        for (int64_t item = begin; item < end; ++item) {
+          int64_t o, i0, w;
+          item_cols(item, o, i0, w);
+          std::fill(carry, carry + w, Combine::identity());
+          walk(v, o, i0, w, 0, p.length, carry, /*write=*/true);
+        }
+      });
+      return;
+    }
+
+    // Three phases over (item, chunk) tasks.
+    const int64_t chunk_len = (p.length + chunks - 1) / chunks;
+    const int64_t tasks = items * chunks;
+    std::vector<state_t> totals(static_cast<size_t>(tasks * width), Combine::identity());
+    at::parallel_for(0, tasks, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t t = begin; t < end; ++t) {
+        int64_t o, i0, w;
+        item_cols(t / chunks, o, i0, w);
+        const int64_t c = t % chunks;
+        const int64_t s0 = c * chunk_len, s1 = std::min(p.length, s0 + chunk_len);
+        if (c == chunks - 1 || s0 >= s1) continue;  // the last chunk's total is never needed
+        walk(v, o, i0, w, s0, s1, &totals[t * width], /*write=*/false);
+      }
+    });
+    // Exclusive scan of chunk totals per item (chunks is small): totals become carry-ins.
+    for (int64_t item = 0; item < items; ++item) {
+      std::vector<state_t> run(static_cast<size_t>(width), Combine::identity());
+      for (int64_t c = 0; c < chunks; ++c) {
+        state_t* tot = &totals[(item * chunks + c) * width];
+        for (int64_t j = 0; j < width; ++j) {
+          const state_t t = tot[j];
+          tot[j] = run[j];
+          run[j] = Combine::combine(run[j], t);
+        }
+      }
+    }
+    at::parallel_for(0, tasks, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t t = begin; t < end; ++t) {
+        int64_t o, i0, w;
+        item_cols(t / chunks, o, i0, w);
+        const int64_t c = t % chunks;
+        const int64_t s0 = c * chunk_len, s1 = std::min(p.length, s0 + chunk_len);
+        if (s0 >= s1) continue;
+        walk(v, o, i0, w, s0, s1, &totals[t * width], /*write=*/true);
+      }
+    });
+  }
+};
+
+}  // namespace
+
+void scan_cpu(const ScanProblem& p) {
+  if (p.spec.kind == CombineKind::Affine) {
+    dispatch_affine<CpuRunner>(p);
+  } else {
+    dispatch_scan<CpuRunner>(p);
+  }
+}
+
+}  // namespace scanops

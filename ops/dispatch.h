@@ -1,0 +1,108 @@
+// scanops: maps a ScanProblem's (combine kind, input dtype, output dtype) onto one
+// template instantiation of a back end's Runner. Shared by the CPU and CUDA back ends so
+// that both accept exactly the same dtypes.
+//
+// Type pairs (in_t -> out_t) the engine produces (see result_dtype in scan_engine.cpp):
+//   T -> T      for float, double, Half, BFloat16, int8, int16, int32, int64, uint8
+//   T -> int64  for int8, int16, int32, uint8, bool (torch's integral promotion)
+// Accumulation: float for float/Half/BFloat16, double for double, int64 for integers.
+#pragma once
+
+#include <c10/util/BFloat16.h>
+#include <c10/util/Exception.h>
+#include <c10/util/Half.h>
+
+#include <cstdint>
+#include <type_traits>
+
+#include "ops/combine.h"
+#include "ops/scan_engine.h"
+
+namespace scanops {
+
+template <typename in_t>
+struct AccType {
+  using type = std::conditional_t<std::is_floating_point_v<in_t>, in_t, int64_t>;
+};
+template <>
+struct AccType<c10::Half> {
+  using type = float;
+};
+template <>
+struct AccType<c10::BFloat16> {
+  using type = float;
+};
+template <typename in_t>
+using acc_t = typename AccType<in_t>::type;
+
+namespace detail {
+
+template <template <class> class CombineT, template <class, class, class> class Runner,
+          typename in_t>
+void run_same_or_long(const ScanProblem& p) {
+  using A = acc_t<in_t>;
+  const auto out = p.output.scalar_type();
+  if constexpr (std::is_same_v<in_t, bool>) {
+    TORCH_CHECK(out == at::kLong, p.spec.op_name, ": internal error: bool scans to int64");
+    Runner<CombineT<A>, in_t, int64_t>::run(p);
+  } else if constexpr (std::is_floating_point_v<in_t> || std::is_same_v<in_t, c10::Half> ||
+                       std::is_same_v<in_t, c10::BFloat16>) {
+    Runner<CombineT<A>, in_t, in_t>::run(p);
+  } else {
+    if (out == at::kLong && !std::is_same_v<in_t, int64_t>) {
+      Runner<CombineT<A>, in_t, int64_t>::run(p);
+    } else {
+      Runner<CombineT<A>, in_t, in_t>::run(p);
+    }
+  }
+}
+
+template <template <class> class CombineT, template <class, class, class> class Runner>
+void dispatch_types(const ScanProblem& p) {
+  switch (p.input.scalar_type()) {
+    case at::kFloat: return run_same_or_long<CombineT, Runner, float>(p);
+    case at::kDouble: return run_same_or_long<CombineT, Runner, double>(p);
+    case at::kHalf: return run_same_or_long<CombineT, Runner, c10::Half>(p);
+    case at::kBFloat16: return run_same_or_long<CombineT, Runner, c10::BFloat16>(p);
+    case at::kChar: return run_same_or_long<CombineT, Runner, int8_t>(p);
+    case at::kShort: return run_same_or_long<CombineT, Runner, int16_t>(p);
+    case at::kInt: return run_same_or_long<CombineT, Runner, int32_t>(p);
+    case at::kLong: return run_same_or_long<CombineT, Runner, int64_t>(p);
+    case at::kByte: return run_same_or_long<CombineT, Runner, uint8_t>(p);
+    case at::kBool: return run_same_or_long<CombineT, Runner, bool>(p);
+    default:
+      TORCH_CHECK(false, p.spec.op_name, ": internal error: unexpected input dtype ",
+                  p.input.scalar_type());
+  }
+}
+
+}  // namespace detail
+
+// Runner<Combine, in_t, out_t>::run(const ScanProblem&) is the back end's kernel family
+// entry for one instantiation.
+template <template <class, class, class> class Runner>
+void dispatch_scan(const ScanProblem& p) {
+  switch (p.spec.kind) {
+    case CombineKind::Sum: return detail::dispatch_types<SumCombine, Runner>(p);
+    case CombineKind::Prod: return detail::dispatch_types<ProdCombine, Runner>(p);
+    case CombineKind::Affine: break;  // see dispatch_affine
+  }
+  TORCH_CHECK(false, p.spec.op_name, ": internal error: unknown combine kind");
+}
+
+// Affine (linear recurrence) problems: floating types only, in_t == out_t, two inputs
+// (p.coeff holds a[t]). Kept apart from dispatch_scan so a back end opts in explicitly.
+template <template <class, class, class> class Runner>
+void dispatch_affine(const ScanProblem& p) {
+  switch (p.input.scalar_type()) {
+    case at::kFloat: return Runner<AffineCombine<float>, float, float>::run(p);
+    case at::kDouble: return Runner<AffineCombine<double>, double, double>::run(p);
+    case at::kHalf: return Runner<AffineCombine<float>, c10::Half, c10::Half>::run(p);
+    case at::kBFloat16: return Runner<AffineCombine<float>, c10::BFloat16, c10::BFloat16>::run(p);
+    default:
+      TORCH_CHECK(false, p.spec.op_name, ": internal error: unexpected dtype ",
+                  p.input.scalar_type());
+  }
+}
+
+}  // namespace scanops

@@ -1,0 +1,183 @@
+// scanops: argument checks, dtype policy and the canonical view, shared by every op and
+// every back end (and by the Meta kernels, which run the same checks).
+#include "ops/scan_engine.h"
+
+#include <ATen/ATen.h>
+#include <c10/core/WrapDimMinimal.h>
+
+#include <atomic>
+
+namespace scanops {
+
+namespace {
+
+bool is_supported_dtype(at::ScalarType t) {
+  switch (t) {
+    case at::kFloat:
+    case at::kDouble:
+    case at::kHalf:
+    case at::kBFloat16:
+    case at::kChar:
+    case at::kShort:
+    case at::kInt:
+    case at::kLong:
+    case at::kByte:
+    case at::kBool:
+      return true;
+    default:
+      return false;
+  }
+}
+
+constexpr const char* kSupported =
+    "float32, float64, float16, bfloat16, int8, int16, int32, int64, uint8, bool";
+
+std::atomic<BackendFn> g_cuda_backend{nullptr};
+
+}  // namespace
+
+void register_cuda_backend(BackendFn fn) { g_cuda_backend.store(fn); }
+BackendFn cuda_backend() { return g_cuda_backend.load(); }
+
+at::ScalarType result_dtype(const char* op_name, at::ScalarType self_dtype,
+                            std::optional<at::ScalarType> dtype) {
+  TORCH_CHECK(!at::isComplexType(self_dtype), op_name, ": argument 'self' has dtype ",
+              self_dtype, "; complex tensors are not supported (supported: ", kSupported, ")");
+  TORCH_CHECK(is_supported_dtype(self_dtype), op_name, ": argument 'self' has unsupported dtype ",
+              self_dtype, " (supported: ", kSupported, ")");
+  if (dtype.has_value()) {
+    const auto d = *dtype;
+    TORCH_CHECK(!at::isComplexType(d), op_name, ": argument 'dtype' = ", d,
+                ": complex results are not supported (supported: ", kSupported, " less bool)");
+    TORCH_CHECK(d != at::kBool, op_name,
+                ": argument 'dtype' = Bool cannot hold the result of a scan (a sum or product); "
+                "use an integral or floating dtype");
+    TORCH_CHECK(is_supported_dtype(d), op_name, ": argument 'dtype' = ", d,
+                " is not supported (supported: ", kSupported, " less bool)");
+    return d;
+  }
+  if (at::isIntegralType(self_dtype, /*includeBool=*/true)) return at::kLong;
+  return self_dtype;
+}
+
+namespace {
+
+// mask / coeff: same device as self, broadcastable to self's shape.
+void check_companion(const ScanSpec& spec, const at::Tensor& self, const char* self_name,
+                     const at::Tensor& t, const char* name) {
+  const char* op = spec.op_name;
+  TORCH_CHECK(t.defined(), op, ": argument '", name, "' is an undefined tensor");
+  TORCH_CHECK(t.device() == self.device(), op, ": argument '", name, "' is on ", t.device(),
+              " but argument '", self_name, "' is on ", self.device(),
+              "; both must be on the same device");
+  const auto ts = t.sym_sizes();
+  const auto xs = self.sym_sizes();
+  bool ok = ts.size() <= xs.size();
+  for (size_t k = 0; ok && k < ts.size(); ++k) {
+    const auto& m = ts[ts.size() - 1 - k];
+    const auto& x = xs[xs.size() - 1 - k];
+    ok = (m == 1) || (m == x);
+  }
+  TORCH_CHECK(ok, op, ": argument '", name, "' of shape ", ts,
+              " is not broadcastable to the shape of argument '", self_name, "', ", xs);
+}
+
+}  // namespace
+
+int64_t check_scan_args(const ScanSpec& spec, const ScanOperands& in, int64_t dim,
+                        std::optional<at::ScalarType> dtype) {
+  const char* op = spec.op_name;
+  const at::Tensor& self = in.self;
+  TORCH_CHECK(self.defined(), op, ": argument '", in.self_name, "' is an undefined tensor");
+  if (spec.kind == CombineKind::Affine) {
+    TORCH_CHECK(at::isFloatingType(self.scalar_type()), op, ": argument '", in.self_name,
+                "' has dtype ", self.scalar_type(),
+                "; a linear recurrence needs float32, float64, float16 or bfloat16");
+  } else {
+    (void)result_dtype(op, self.scalar_type(), dtype);
+  }
+  const int64_t ndim = self.dim();
+  const int64_t n = std::max<int64_t>(ndim, 1);
+  TORCH_CHECK(dim >= -n && dim < n, op, ": argument 'dim' = ", dim,
+              " is out of range for a tensor of ", ndim, " dimension(s) (expected a dim in [",
+              -n, ", ", n - 1, "])");
+  if (in.mask != nullptr) {
+    TORCH_CHECK(!in.mask->defined() || in.mask->scalar_type() == at::kBool, op,
+                ": argument 'mask' must be a bool tensor, got ", in.mask->scalar_type());
+    check_companion(spec, self, in.self_name, *in.mask, "mask");
+  }
+  if (in.coeff != nullptr) {
+    TORCH_CHECK(!in.coeff->defined() || in.coeff->scalar_type() == self.scalar_type(), op,
+                ": argument '", in.coeff_name, "' has dtype ", in.coeff->scalar_type(),
+                " but argument '", in.self_name, "' has dtype ", self.scalar_type(),
+                "; they must match");
+    check_companion(spec, self, in.self_name, *in.coeff, in.coeff_name);
+  }
+  return c10::maybe_wrap_dim(dim, n);
+}
+
+namespace {
+at::ScalarType out_dtype_of(const ScanSpec& spec, const at::Tensor& self,
+                            std::optional<at::ScalarType> dtype) {
+  if (spec.kind == CombineKind::Affine) return self.scalar_type();
+  return result_dtype(spec.op_name, self.scalar_type(), dtype);
+}
+}  // namespace
+
+at::Tensor scan_meta(const ScanSpec& spec, const ScanOperands& in, int64_t dim,
+                     std::optional<at::ScalarType> dtype) {
+  check_scan_args(spec, in, dim, dtype);
+  return at::empty_symint(in.self.sym_sizes(),
+                          in.self.options().dtype(out_dtype_of(spec, in.self, dtype)),
+                          at::MemoryFormat::Contiguous);
+}
+
+at::Tensor scan(const ScanSpec& spec, const ScanOperands& in, int64_t dim,
+                std::optional<at::ScalarType> dtype) {
+  const at::Tensor& self = in.self;
+  const int64_t d = check_scan_args(spec, in, dim, dtype);
+  const auto out_dtype = out_dtype_of(spec, self, dtype);
+
+  at::Tensor output =
+      at::empty(self.sizes(), self.options().dtype(out_dtype), at::MemoryFormat::Contiguous);
+  if (output.numel() == 0) return output;
+
+  ScanProblem p;
+  p.spec = spec;
+  // `dtype` converts before the scan (torch semantics); otherwise the kernels read the
+  // input in its own dtype and widen on the fly (int8 -> int64, half -> float accumulate).
+  at::Tensor x = self;
+  if (dtype.has_value() && *dtype != self.scalar_type()) x = x.to(*dtype);
+  p.input = x.contiguous();
+  // Broadcast companions are materialised (1 byte per element for a mask).
+  if (in.mask != nullptr) p.mask = in.mask->expand(self.sizes()).contiguous();
+  if (in.coeff != nullptr) p.coeff = in.coeff->expand(self.sizes()).contiguous();
+  p.output = output;
+
+  const auto sizes = self.sizes();
+  p.outer = 1;
+  p.inner = 1;
+  p.length = self.dim() == 0 ? 1 : sizes[d];
+  for (int64_t k = 0; k < d; ++k) p.outer *= sizes[k];
+  for (int64_t k = d + 1; k < self.dim(); ++k) p.inner *= sizes[k];
+
+  switch (self.device().type()) {
+    case c10::DeviceType::CPU:
+      scan_cpu(p);
+      break;
+    case c10::DeviceType::CUDA: {
+      BackendFn fn = cuda_backend();
+      TORCH_CHECK(fn != nullptr, spec.op_name,
+                  ": this build of scanops has no CUDA back end (configure with "
+                  "SCANOPS_WITH_CUDA=ON)");
+      fn(p);
+      break;
+    }
+    default:
+      TORCH_CHECK(false, spec.op_name, ": argument '", in.self_name,
+                  "' is on unsupported device ", self.device());
+  }
+  return output;
+}
+
+}  // namespace scanops

@@ -1,0 +1,83 @@
+// scanops: the host side of the generic scan engine.
+//
+// Every op is an instance of one engine call:
+//
+//   scan(ScanSpec{op name, combine kind, exclusive, reverse}, self, mask?, dim, dtype?)
+//
+// The engine validates arguments (errors name the op and the argument), resolves the
+// result dtype exactly as torch.cumsum/torch.cumprod do, builds the canonical view
+// (outer x length x inner over a contiguous tensor), allocates the contiguous output and
+// hands a ScanProblem to the back end of the input's device. Back ends only see
+// ScanProblem: they never deal with strides, dims, dtypes policy or user errors.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <c10/core/ScalarType.h>
+#include <c10/core/SymIntArrayRef.h>
+
+#include <optional>
+
+#include "ops/combine.h"
+
+namespace scanops {
+
+struct ScanSpec {
+  const char* op_name;  // as users see it, e.g. "scanops.cumsum"
+  CombineKind kind;
+  ScanFlags flags;
+};
+
+// The canonical problem a back end solves. All tensors are contiguous and have the same
+// number of elements (outer * length * inner).
+//   input:  dtype in_t  (self, converted to `dtype` first when one was given)
+//   mask:   undefined, or bool (already broadcast to self's shape)
+//   coeff:  undefined, or (Affine only) the coefficients a[t], dtype in_t, self's shape
+//   output: dtype out_t (the result dtype)
+// Element (o, l, i) lives at offset (o * length + l) * inner + i.
+struct ScanProblem {
+  ScanSpec spec;
+  at::Tensor input;
+  at::Tensor mask;
+  at::Tensor coeff;
+  at::Tensor output;
+  int64_t outer = 1;
+  int64_t length = 1;
+  int64_t inner = 1;
+};
+
+// Result dtype of a scan, as torch.cumsum: `dtype` if given, else int64 for integral and
+// bool inputs, else self's dtype. Throws (naming `op_name`) for unsupported dtypes.
+at::ScalarType result_dtype(const char* op_name, at::ScalarType self_dtype,
+                            std::optional<at::ScalarType> dtype);
+
+// The tensors of one scan: `self` (named by the op's schema as `self_name`, e.g. "x"), an
+// optional bool mask (element transform), an optional coefficient tensor (Affine).
+struct ScanOperands {
+  const at::Tensor& self;
+  const at::Tensor* mask = nullptr;
+  const at::Tensor* coeff = nullptr;
+  const char* self_name = "self";
+  const char* coeff_name = "a";
+};
+
+// Checks shared by the real kernels and the Meta kernels (no data access). Returns the
+// wrapped dim.
+int64_t check_scan_args(const ScanSpec& spec, const ScanOperands& in, int64_t dim,
+                        std::optional<at::ScalarType> dtype);
+
+// The engine entry: checks, canonicalises, allocates and runs the back end of self's device.
+at::Tensor scan(const ScanSpec& spec, const ScanOperands& in, int64_t dim,
+                std::optional<at::ScalarType> dtype);
+
+// Meta (shape-only) version, SymInt aware.
+at::Tensor scan_meta(const ScanSpec& spec, const ScanOperands& in, int64_t dim,
+                     std::optional<at::ScalarType> dtype);
+
+// Back ends. scan_cpu always exists; scan_cuda is registered by the CUDA back end when the
+// library is built with CUDA (see ops/cuda/), so the host code has no CUDA dependency.
+void scan_cpu(const ScanProblem& p);
+using BackendFn = void (*)(const ScanProblem&);
+void register_cuda_backend(BackendFn fn);
+BackendFn cuda_backend();  // nullptr if the library was built without CUDA
+
+}  // namespace scanops

@@ -1,0 +1,51 @@
+// scanops: the public C++ API (include/scanops/scanops.h). Each function looks its op up in
+// the dispatcher once and calls through it, so C++ gets what Python gets.
+#include <ATen/core/dispatch/Dispatcher.h>
+
+#include "scanops/scanops.h"
+
+#ifndef SCANOPS_VERSION
+#define SCANOPS_VERSION "0.0.0"
+#endif
+
+namespace scanops {
+
+namespace {
+template <typename Sig>
+c10::TypedOperatorHandle<Sig> find_op(const char* name) {
+  return c10::Dispatcher::singleton().findSchemaOrThrow(name, "").typed<Sig>();
+}
+using ScanSig = at::Tensor(const at::Tensor&, int64_t, bool, bool, std::optional<at::ScalarType>);
+using MaskedSig = at::Tensor(const at::Tensor&, const at::Tensor&, int64_t, bool, bool,
+                             std::optional<at::ScalarType>);
+}  // namespace
+
+at::Tensor cumsum(const at::Tensor& self, int64_t dim, const ScanOptions& o) {
+  static const auto op = find_op<ScanSig>("scanops::cumsum");
+  return op.call(self, dim, o.exclusive, o.reverse, o.dtype);
+}
+
+at::Tensor masked_cumsum(const at::Tensor& self, const at::Tensor& mask, int64_t dim,
+                         const ScanOptions& o) {
+  static const auto op = find_op<MaskedSig>("scanops::masked_cumsum");
+  return op.call(self, mask, dim, o.exclusive, o.reverse, o.dtype);
+}
+
+at::Tensor cumprod(const at::Tensor& self, int64_t dim, const ScanOptions& o) {
+  static const auto op = find_op<ScanSig>("scanops::cumprod");
+  return op.call(self, dim, o.exclusive, o.reverse, o.dtype);
+}
+
+at::Tensor linear_recurrence(const at::Tensor& a, const at::Tensor& x, int64_t dim,
+                             const ScanOptions& o) {
+  using Sig = at::Tensor(const at::Tensor&, const at::Tensor&, int64_t, bool, bool);
+  TORCH_CHECK(!o.dtype.has_value(),
+              "scanops.linear_recurrence: ScanOptions::dtype is not supported (the result has "
+              "x's dtype)");
+  static const auto op = find_op<Sig>("scanops::linear_recurrence");
+  return op.call(a, x, dim, o.exclusive, o.reverse);
+}
+
+std::string version() { return SCANOPS_VERSION; }
+
+}  // namespace scanops

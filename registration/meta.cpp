@@ -1,0 +1,12 @@
+// scanops: Meta (shape) kernels, in C++ and SymInt aware, for torch.compile / torch.export
+// and FakeTensor. They run the same argument checks as the real kernels.
+#include <torch/library.h>
+
+#include "ops/catalog.h"
+
+TORCH_LIBRARY_IMPL(scanops, Meta, m) {
+  m.impl("cumsum", &scanops::catalog::cumsum_meta);
+  m.impl("masked_cumsum", &scanops::catalog::masked_cumsum_meta);
+  m.impl("cumprod", &scanops::catalog::cumprod_meta);
+  m.impl("linear_recurrence", &scanops::catalog::linear_recurrence_meta);
+}

@@ -1,0 +1,23 @@
+// scanops: the op catalogue as users see it. Every schema lives here, in one block.
+#include <torch/library.h>
+
+TORCH_LIBRARY(scanops, m) {
+  const std::vector<at::Tag> tags{at::Tag::pt2_compliant_tag};
+  m.def(
+      "cumsum(Tensor self, int dim, *, bool exclusive=False, bool reverse=False, "
+      "ScalarType? dtype=None) -> Tensor",
+      tags);
+  m.def(
+      "masked_cumsum(Tensor self, Tensor mask, int dim, *, bool exclusive=False, "
+      "bool reverse=False, ScalarType? dtype=None) -> Tensor",
+      tags);
+  m.def(
+      "cumprod(Tensor self, int dim, *, bool exclusive=False, bool reverse=False, "
+      "ScalarType? dtype=None) -> Tensor",
+      tags);
+  // h[t] = a[t] * h[t-1] + x[t], h[-1] = 0 (exclusive: y[t] = h[t-1]).
+  m.def(
+      "linear_recurrence(Tensor a, Tensor x, int dim, *, bool exclusive=False, "
+      "bool reverse=False) -> Tensor",
+      tags);
+}
