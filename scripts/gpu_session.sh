@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# What one call of the lent GPU machine runs: build against its preinstalled torch, every
+# test (CUDA included), compute-sanitizer on the CUDA kernels, and the GPU benchmark.
+# Logs go to $OUT (or ./gpu-out). Usage: scripts/gpu_session.sh [build|test|sanitize|bench]...
+set -uo pipefail
+REPO="$(cd "$(dirname "$0")/.." && pwd)"
+OUT="${OUT:-$REPO/gpu-out}"
+mkdir -p "$OUT"
+export CXX=/usr/bin/g++ CUDAHOSTCXX=/usr/bin/g++   # the machine's default wrapper miscompiles
+export SCANOPS_PYTHON="${SCANOPS_PYTHON:-$(command -v python3)}"
+export SCANOPS_CUDA_ARCHS="${SCANOPS_CUDA_ARCHS:-9.0}"
+export SCANOPS_BUILD_DIR="${SCANOPS_BUILD_DIR:-$REPO/build-gpu}"
+export SCANOPS_LIBRARY="$SCANOPS_BUILD_DIR/libscanops.so"
+export PYTHONPATH="$REPO/python${PYTHONPATH:+:$PYTHONPATH}"
+export PYTHONUNBUFFERED=1
+steps=("$@"); [ ${#steps[@]} -eq 0 ] && steps=(build test sanitize bench)
+rc=0
+for s in "${steps[@]}"; do
+  case "$s" in
+    build)
+      nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv | tee "$OUT/device.txt"
+      ( source "$REPO/scripts/common.sh"; setup_python; time build ) 2>&1 | tee "$OUT/build.log" | tail -5
+      [ -f "$SCANOPS_LIBRARY" ] || { echo "BUILD FAILED"; exit 1; } ;;
+    test)
+      ( cd "$REPO" && ctest --test-dir "$SCANOPS_BUILD_DIR" --output-on-failure ) > "$OUT/ctest.log" 2>&1 || rc=1
+      tail -3 "$OUT/ctest.log"
+      ( cd "$REPO" && "$SCANOPS_PYTHON" -m pytest -q -ra test/python test/consumers --durations=10 ) > "$OUT/pytest.log" 2>&1 || rc=1
+      tail -25 "$OUT/pytest.log" ;;
+    sanitize)
+      ( cd "$REPO" && compute-sanitizer --tool memcheck --error-exitcode 3 "$SCANOPS_PYTHON" test/sanitize_cases.py ) > "$OUT/sanitize.log" 2>&1 || rc=1
+      tail -4 "$OUT/sanitize.log" ;;
+    bench)
+      ( cd "$REPO" && "$SCANOPS_PYTHON" bench/bench_gpu.py --json "$OUT/bench_gpu.json" --md "$OUT/bench_gpu.md" ) > "$OUT/bench.log" 2>&1 || rc=1
+      tail -22 "$OUT/bench.log" ;;
+    *) "$s" ;;
+  esac
+done
+exit $rc

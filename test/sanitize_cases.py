@@ -1,0 +1,39 @@
+"""Small CUDA cases covering every kernel family and flag, for compute-sanitizer memcheck
+(scripts/gpu_session.sh sanitize). Compares with float64 references so it fails loudly too."""
+import os
+import sys
+
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "python"))
+import scanops  # noqa: E402,F401
+
+ops = torch.ops.scanops
+dev = "cuda"
+shapes = [((1,), 0), ((7,), 0), ((100003,), 0), ((33, 5), 1), ((5000, 3), 1), ((3, 70001), 1),
+          ((4, 1 << 18), 1), ((257, 129), 0), ((8, 300, 64), 1), ((2, 3, 1), 2), ((1 << 12, 64), 1)]
+bad = 0
+for shape, dim in shapes:
+    x = torch.randn(shape, device=dev, dtype=torch.float64)
+    m = torch.rand(shape, device=dev) > 0.5
+    a = torch.rand(shape, device=dev, dtype=torch.float64)
+    for e in (False, True):
+        for r in (False, True):
+            xs = x.flip(dim) if r else x
+            ref = torch.cumsum(xs, dim)
+            if e:
+                ref = torch.cat([torch.zeros_like(xs.narrow(dim, 0, 1)), ref.narrow(dim, 0, xs.size(dim) - 1)], dim)
+            ref = ref.flip(dim) if r else ref
+            got = ops.cumsum(x, dim, exclusive=e, reverse=r)
+            ok = torch.allclose(got, ref, 1e-9, 1e-9)
+            ops.masked_cumsum(x, m, dim, exclusive=e, reverse=r)
+            ops.cumprod(x.float(), dim, exclusive=e, reverse=r)
+            ops.cumsum(x.to(torch.int8), dim, exclusive=e, reverse=r)
+            ops.cumsum(x.to(torch.bfloat16), dim, exclusive=e, reverse=r)
+            ops.linear_recurrence(a, x, dim, exclusive=e, reverse=r)
+            if not ok:
+                bad += 1
+                print("MISMATCH", shape, dim, e, r)
+torch.cuda.synchronize()
+print("sanitize cases done, mismatches:", bad)
+sys.exit(1 if bad else 0)
