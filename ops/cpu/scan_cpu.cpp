@@ -34,8 +34,11 @@ struct CpuRunner {
     bool exclusive, reverse;
   };
 
+  template <bool kMasked>
   static inline state_t load(const View& v, int64_t idx) {
-    if (v.mask != nullptr && !v.mask[idx]) return Combine::identity();
+    if constexpr (kMasked) {
+      if (!v.mask[idx]) return Combine::identity();
+    }
     if constexpr (Combine::arity == 2) {
       return Combine::template lift<in_t>(v.coeff[idx], v.in[idx]);
     } else {
@@ -44,27 +47,45 @@ struct CpuRunner {
   }
 
   // Walks scan positions [s0, s1) of columns [i0, i0 + w) of line `o`, starting from
-  // `carry` (w states, updated in place). Writes output when `write`, else only folds.
+  // `carry` (w states, updated in place). kWrite: write outputs, else only fold (phase 1 of
+  // the chunked scan). The flags are template parameters here so the hot loops carry no
+  // branches; a single column (inner == 1, the row case) keeps its state in a register.
+  template <bool kMasked, bool kExclusive, bool kWrite>
+  static void walk_impl(const View& v, int64_t o, int64_t i0, int64_t w, int64_t s0, int64_t s1,
+                        state_t* carry) {
+    const int64_t n = v.length;
+    const int64_t step = v.reverse ? -v.inner : v.inner;
+    int64_t base = (o * n + (v.reverse ? n - 1 - s0 : s0)) * v.inner + i0;
+    auto visit = [&](state_t& c, int64_t idx) {
+      const state_t x = load<kMasked>(v, idx);
+      if constexpr (kWrite && kExclusive) v.out[idx] = static_cast<out_t>(Combine::value(c));
+      c = Combine::combine(c, x);
+      if constexpr (kWrite && !kExclusive) v.out[idx] = static_cast<out_t>(Combine::value(c));
+    };
+    if (w == 1) {
+      state_t c = carry[0];
+      for (int64_t s = s0; s < s1; ++s, base += step) visit(c, base);
+      carry[0] = c;
+      return;
+    }
+    for (int64_t s = s0; s < s1; ++s, base += step) {
+      for (int64_t j = 0; j < w; ++j) visit(carry[j], base + j);
+    }
+  }
+
   static void walk(const View& v, int64_t o, int64_t i0, int64_t w, int64_t s0, int64_t s1,
                    state_t* carry, bool write) {
-    const int64_t n = v.length;
-    for (int64_t s = s0; s < s1; ++s) {
-      const int64_t l = v.reverse ? n - 1 - s : s;
-      const int64_t base = (o * n + l) * v.inner + i0;
-      if (!write) {
-        for (int64_t j = 0; j < w; ++j) carry[j] = Combine::combine(carry[j], load(v, base + j));
-      } else if (v.exclusive) {
-        for (int64_t j = 0; j < w; ++j) {
-          v.out[base + j] = static_cast<out_t>(Combine::value(carry[j]));
-          carry[j] = Combine::combine(carry[j], load(v, base + j));
-        }
-      } else {
-        for (int64_t j = 0; j < w; ++j) {
-          carry[j] = Combine::combine(carry[j], load(v, base + j));
-          v.out[base + j] = static_cast<out_t>(Combine::value(carry[j]));
-        }
-      }
+    const bool masked = v.mask != nullptr;
+    if (!write) {
+      return masked ? walk_impl<true, false, false>(v, o, i0, w, s0, s1, carry)
+                    : walk_impl<false, false, false>(v, o, i0, w, s0, s1, carry);
     }
+    if (v.exclusive) {
+      return masked ? walk_impl<true, true, true>(v, o, i0, w, s0, s1, carry)
+                    : walk_impl<false, true, true>(v, o, i0, w, s0, s1, carry);
+    }
+    return masked ? walk_impl<true, false, true>(v, o, i0, w, s0, s1, carry)
+                  : walk_impl<false, false, true>(v, o, i0, w, s0, s1, carry);
   }
 
   static void run(const ScanProblem& p) {
