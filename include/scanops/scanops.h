@@ -15,7 +15,8 @@
 //                         (exclusive + reverse: x[i+1] (+) ... (+) x[n-1])
 // Result dtype as torch.cumsum / torch.cumprod: `dtype` if given (the input is converted to
 // it before the scan), else int64 for integral and bool inputs, else the input's dtype.
-// float16 / bfloat16 accumulate in float32; integers accumulate in int64 (wrapping).
+// float16 / bfloat16 / float32 accumulate in float32 on CUDA and float64 on the CPU;
+// integers accumulate in int64 (wrapping).
 // Supported dtypes (CPU and CUDA alike): float32, float64, float16, bfloat16, int8, int16,
 // int32, int64, uint8, bool. The result is a new contiguous tensor of the input's shape;
 // inputs may have any shape and strides (0-dim, empty, non-contiguous, expanded).

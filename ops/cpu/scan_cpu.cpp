@@ -174,9 +174,9 @@ struct CpuRunner {
 
 void scan_cpu(const ScanProblem& p) {
   if (p.spec.kind == CombineKind::Affine) {
-    dispatch_affine<CpuRunner>(p);
+    dispatch_affine<CpuRunner, /*kWide=*/true>(p);
   } else {
-    dispatch_scan<CpuRunner>(p);
+    dispatch_scan<CpuRunner, /*kWide=*/true>(p);
   }
 }
 
