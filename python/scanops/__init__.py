@@ -1,0 +1,198 @@
+"""scanops: scan (prefix) operators for PyTorch, on CPU and CUDA.
+
+Importing this package loads the scanops shared library (``libscanops.so``) into PyTorch
+with :func:`torch.ops.load_library`, which registers the ops ``torch.ops.scanops.*``. The
+functions below are thin, typed wrappers around those ops: they run through the PyTorch
+dispatcher, so they work in eager mode, under autograd, ``torch.compile``, ``torch.export``
+and AOTInductor. TorchScript code calls ``torch.ops.scanops.*`` directly.
+
+Where the library is looked for, first match wins:
+
+1. the environment variable ``SCANOPS_LIBRARY`` (a path to the ``.so``);
+2. next to this package: ``<prefix>/lib/python/scanops`` is where ``cmake --install`` puts
+   it, with the library two levels up in ``<prefix>/lib``;
+3. the source tree's default build directory, ``<repo>/build/libscanops.so``.
+
+If the ``scanops`` ops are already registered (another copy of the library was loaded
+first), nothing is loaded again.
+
+Semantics, for a line ``x[0..n-1]`` taken along ``dim``:
+
+* inclusive (default): ``y[i] = x[0] (+) ... (+) x[i]``
+* ``exclusive=True``: ``y[i] = x[0] (+) ... (+) x[i-1]``, ``y[0]`` = identity (0 or 1)
+* ``reverse=True``: runs from the end, ``y[i] = x[i] (+) ... (+) x[n-1]``
+
+Result dtype as :func:`torch.cumsum`: ``dtype`` if given, else int64 for integral and bool
+inputs, else the input's dtype.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import List, Optional
+
+import torch
+
+__all__ = [
+    "cumsum",
+    "masked_cumsum",
+    "cumprod",
+    "linear_recurrence",
+    "library_path",
+    "__version__",
+]
+
+_LIB_NAME = "libscanops.so"
+_OPS = ("cumsum", "masked_cumsum", "cumprod", "linear_recurrence")
+
+
+def _candidates() -> List[Path]:
+    here = Path(__file__).resolve().parent
+    found = []
+    env = os.environ.get("SCANOPS_LIBRARY")
+    if env:
+        found.append(Path(env))
+    found += [
+        here / _LIB_NAME,  # the library copied into the package
+        here.parent / _LIB_NAME,  # <prefix>/lib/scanops + <prefix>/lib/libscanops.so
+        here.parent.parent / _LIB_NAME,  # <prefix>/lib/python/scanops (cmake --install)
+        here.parent.parent / "build" / _LIB_NAME,  # <repo>/python/scanops -> <repo>/build
+    ]
+    return found
+
+
+def _ops_registered() -> bool:
+    try:
+        torch._C._dispatch_find_schema_or_throw("scanops::cumsum", "")
+        return True
+    except RuntimeError:
+        return False
+
+
+def _load() -> Optional[str]:
+    if _ops_registered():
+        # Loaded already (by another import path or by torch.ops.load_library directly).
+        for lib in getattr(torch.ops, "loaded_libraries", ()):
+            if "scanops" in os.path.basename(lib):
+                return str(lib)
+        return None
+    candidates = _candidates()
+    if os.environ.get("SCANOPS_LIBRARY"):
+        candidates = candidates[:1]  # an explicit choice is not second-guessed
+    for path in candidates:
+        if path.is_file():
+            path = path.absolute()
+            torch.ops.load_library(str(path))
+            return str(path)
+    tried = "\n  ".join(str(p) for p in candidates)
+    raise ImportError(
+        "scanops: cannot find the scanops library (libscanops.so). Looked in:\n  "
+        + tried
+        + "\nBuild it (cmake --build build) or set SCANOPS_LIBRARY=/path/to/libscanops.so."
+    )
+
+
+_LIBRARY_PATH = _load()
+
+
+def _library_version(path: Optional[str]) -> str:
+    # libscanops.so -> libscanops.so.0 -> libscanops.so.0.1.0 (CMake's VERSION property)
+    if path:
+        m = re.search(r"\.so\.(\d+\.\d+\.\d+)$", os.path.realpath(path))
+        if m:
+            return m.group(1)
+    return "unknown"
+
+
+__version__ = _library_version(_LIBRARY_PATH)
+
+
+def library_path() -> Optional[str]:
+    """The path of the loaded scanops library (``None`` if it was loaded by someone else
+    without going through :func:`torch.ops.load_library`)."""
+    return _LIBRARY_PATH
+
+
+def _lower_dtype(op, x: torch.Tensor, dim: int, exclusive: bool, reverse: bool,
+                 dtype: Optional[torch.dtype], *extra: torch.Tensor) -> torch.Tensor:
+    # While torch.export traces, express `dtype=` as explicit casts. Exact same result
+    # (the input is converted to `dtype` before the scan; integers wrap, so an int64
+    # accumulation cast down equals a narrower one), and it keeps `dtype` out of the
+    # serialized op call: AOTInductor's proxy executor in torch 2.11 decodes a ScalarType
+    # argument with the wrong numbering (float32 arrives as float64, float64 as complex32).
+    y = op(x.to(dtype), *extra, dim, exclusive=exclusive, reverse=reverse)
+    return y if y.dtype == dtype else y.to(dtype)
+
+
+def cumsum(x: torch.Tensor, dim: int, *, exclusive: bool = False, reverse: bool = False,
+           dtype: Optional[torch.dtype] = None) -> torch.Tensor:
+    """Cumulative sum of ``x`` along ``dim``.
+
+    Args:
+        x: input tensor, any shape and strides; float32/64, float16, bfloat16, int8/16/32/64,
+            uint8 or bool.
+        dim: the dimension to scan (negative counts from the end).
+        exclusive: ``y[i]`` sums ``x[0..i-1]`` (``y[0] = 0``) instead of ``x[0..i]``.
+        reverse: scan from the end of the dimension.
+        dtype: result dtype; ``x`` is converted to it first. Default: int64 for integral and
+            bool inputs, else ``x.dtype``.
+
+    Returns:
+        A new contiguous tensor of ``x``'s shape. Differentiable in ``x``.
+    """
+    if dtype is not None and torch.compiler.is_exporting():
+        return _lower_dtype(torch.ops.scanops.cumsum, x, dim, exclusive, reverse, dtype)
+    return torch.ops.scanops.cumsum(x, dim, exclusive=exclusive, reverse=reverse, dtype=dtype)
+
+
+def masked_cumsum(x: torch.Tensor, mask: torch.Tensor, dim: int, *, exclusive: bool = False,
+                  reverse: bool = False, dtype: Optional[torch.dtype] = None) -> torch.Tensor:
+    """Cumulative sum of ``x * mask`` along ``dim``, without materialising the product.
+
+    Args:
+        x: input tensor (dtypes as :func:`cumsum`).
+        mask: bool tensor broadcastable to ``x``'s shape, on ``x``'s device. Masked-off
+            elements contribute 0.
+        dim, exclusive, reverse, dtype: as :func:`cumsum`.
+
+    Returns:
+        A new tensor of ``x``'s shape. Differentiable in ``x``.
+    """
+    if dtype is not None and torch.compiler.is_exporting():
+        return _lower_dtype(torch.ops.scanops.masked_cumsum, x, dim, exclusive, reverse, dtype,
+                            mask)
+    return torch.ops.scanops.masked_cumsum(x, mask, dim, exclusive=exclusive, reverse=reverse,
+                                           dtype=dtype)
+
+
+def cumprod(x: torch.Tensor, dim: int, *, exclusive: bool = False, reverse: bool = False,
+            dtype: Optional[torch.dtype] = None) -> torch.Tensor:
+    """Cumulative product of ``x`` along ``dim``.
+
+    Args and result as :func:`cumsum` (``exclusive`` puts 1 first). The gradient is exact
+    when ``x`` contains zeros, O(n), and needs no host synchronisation.
+    """
+    if dtype is not None and torch.compiler.is_exporting():
+        return _lower_dtype(torch.ops.scanops.cumprod, x, dim, exclusive, reverse, dtype)
+    return torch.ops.scanops.cumprod(x, dim, exclusive=exclusive, reverse=reverse, dtype=dtype)
+
+
+def linear_recurrence(a: torch.Tensor, x: torch.Tensor, dim: int, *, exclusive: bool = False,
+                      reverse: bool = False) -> torch.Tensor:
+    """First-order linear recurrence along ``dim``: ``h[t] = a[t] * h[t-1] + x[t]``,
+    ``h[-1] = 0``.
+
+    Args:
+        a: coefficients, ``x``'s dtype (float32/64, float16, bfloat16), broadcastable to
+            ``x``'s shape, on ``x``'s device.
+        x: inputs.
+        dim: the time dimension (negative counts from the end).
+        exclusive: return ``h[t-1]`` (0 first) instead of ``h[t]``.
+        reverse: run from the end: ``h[t] = a[t] * h[t+1] + x[t]``.
+
+    Returns:
+        ``h``, with ``x``'s shape and dtype. Differentiable in ``a`` and ``x``.
+    """
+    return torch.ops.scanops.linear_recurrence(a, x, dim, exclusive=exclusive, reverse=reverse)
