@@ -1,0 +1,145 @@
+// scanops CUDA back end, layer 0: what every layer shares.
+//
+//   grid_size     grid sizes for grid-stride kernels
+//   RawArray      shared-memory storage for states without running constructors
+//   sources/sinks how kernels read elements as states and write states back:
+//     InputSource<Combine, in_t>  the problem's input (and coefficients), lifted, masked
+//     OutputSink<Combine, out_t>  the problem's output, Combine::value cast to out_t
+//     StateSource / StateSink     an array of states (chunk totals of the column scans)
+//   Sources and sinks offer scalar access at any offset and, where kVec > 1, aligned
+//   vector access of kVec consecutive elements (16 bytes at most).
+#pragma once
+
+#include <c10/cuda/CUDAException.h>
+
+#include <algorithm>
+#include <cstdint>
+
+#include "ops/cuda/scan_cuda.h"
+
+namespace scanops::cuda {
+
+constexpr int kWarpSize = 32;
+
+constexpr int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// A grid of `blocks` blocks, capped at `per_sm` blocks per SM (the kernels grid-stride).
+inline unsigned grid_size(const LaunchContext& ctx, int64_t blocks, int64_t per_sm) {
+  return static_cast<unsigned>(std::max<int64_t>(1, std::min(blocks, ctx.sms * per_sm)));
+}
+
+// Scratch memory for n states.
+template <class state_t>
+state_t* scratch_states(const LaunchContext& ctx, int64_t n) {
+  return static_cast<state_t*>(ctx.scratch->allocate(n * static_cast<int64_t>(sizeof(state_t))));
+}
+
+// N objects of T in shared memory, constructed by assignment (a __shared__ variable may not
+// have a non-trivial constructor, and future states may have one).
+template <class T, int N>
+struct alignas(T) RawArray {
+  unsigned char bytes[N * sizeof(T)];
+  __device__ __forceinline__ T& operator[](int i) { return reinterpret_cast<T*>(bytes)[i]; }
+};
+
+// kVec consecutive elements of T as one (aligned) memory access.
+template <class T, int V>
+struct alignas(sizeof(T) * V) Vec {
+  T v[V];
+};
+
+// Elements per vector access for T: 16 bytes, at most 8 elements (the row agent's items per
+// thread must be a multiple).
+template <class T>
+constexpr int vec_width() {
+  return sizeof(T) >= 16 ? 1 : std::min<int>(8, 16 / sizeof(T));
+}
+
+template <int V, class T>
+__device__ __forceinline__ bool is_aligned(const T* p) {
+  return reinterpret_cast<uintptr_t>(p) % (sizeof(T) * V) == 0;
+}
+
+// The problem's input as states: lift(in[i]) (lift(coeff[i], in[i]) for arity-2 combines),
+// identity() where mask[i] is false. Both loads are issued before the mask is tested.
+template <class Combine, class in_t>
+struct InputSource {
+  using state_t = typename Combine::state_t;
+  static constexpr int kVec = vec_width<in_t>();
+  static constexpr int kElementBytes = Combine::arity * sizeof(in_t);  // read per element
+  const in_t* in;
+  const in_t* coeff;  // arity 2 only
+  const bool* mask;   // nullptr: no mask
+
+  // x: the input element, a: its coefficient (ignored for arity 1).
+  static __device__ __forceinline__ state_t lift(in_t x, in_t a) {
+    if constexpr (Combine::arity == 2) {
+      return Combine::template lift<in_t>(a, x);
+    } else {
+      return Combine::template lift<in_t>(x);
+    }
+  }
+  __device__ __forceinline__ state_t load(int64_t i) const {
+    in_t a{};
+    if constexpr (Combine::arity == 2) a = coeff[i];
+    const state_t s = lift(in[i], a);
+    return (mask != nullptr && !mask[i]) ? Combine::identity() : s;
+  }
+  // Whether load_vec may be used at element offset i.
+  __device__ __forceinline__ bool vec_ok(int64_t i) const {
+    return is_aligned<kVec>(in + i) && (Combine::arity == 1 || is_aligned<kVec>(coeff + i)) &&
+           (mask == nullptr || is_aligned<kVec>(mask + i));
+  }
+  __device__ __forceinline__ void load_vec(int64_t i, state_t (&out)[kVec]) const {
+    using V = Vec<in_t, kVec>;
+    const V x = *reinterpret_cast<const V*>(in + i);
+    V a{};
+    if constexpr (Combine::arity == 2) a = *reinterpret_cast<const V*>(coeff + i);
+    Vec<bool, kVec> m{};
+    if (mask != nullptr) m = *reinterpret_cast<const Vec<bool, kVec>*>(mask + i);
+#pragma unroll
+    for (int t = 0; t < kVec; ++t) {
+      out[t] = (mask != nullptr && !m.v[t]) ? Combine::identity() : lift(x.v[t], a.v[t]);
+    }
+  }
+};
+
+// The problem's output: value(state) cast to out_t.
+template <class Combine, class out_t>
+struct OutputSink {
+  using state_t = typename Combine::state_t;
+  static constexpr int kVec = vec_width<out_t>();
+  out_t* out;
+
+  static __device__ __forceinline__ out_t cast(const state_t& s) {
+    return static_cast<out_t>(Combine::value(s));
+  }
+  __device__ __forceinline__ void store(int64_t i, const state_t& s) const { out[i] = cast(s); }
+  __device__ __forceinline__ bool vec_ok(int64_t i) const { return is_aligned<kVec>(out + i); }
+  __device__ __forceinline__ void store_vec(int64_t i, const state_t (&s)[kVec]) const {
+    Vec<out_t, kVec> y;
+#pragma unroll
+    for (int t = 0; t < kVec; ++t) y.v[t] = cast(s[t]);
+    *reinterpret_cast<Vec<out_t, kVec>*>(out + i) = y;
+  }
+};
+
+// An array of states read and written as they are (no vector access: these arrays are small).
+// A StateSource and a StateSink may share one array: kernels read each element before
+// writing it, and only from the block that writes it.
+template <class state_t>
+struct StateSource {
+  static constexpr int kVec = 1;
+  static constexpr int kElementBytes = sizeof(state_t);
+  const state_t* p;
+  __device__ __forceinline__ state_t load(int64_t i) const { return p[i]; }
+};
+
+template <class state_t>
+struct StateSink {
+  static constexpr int kVec = 1;
+  state_t* p;
+  __device__ __forceinline__ void store(int64_t i, const state_t& s) const { p[i] = s; }
+};
+
+}  // namespace scanops::cuda

@@ -1,0 +1,35 @@
+// scanops CUDA back end, layer 5: launch_scan<Combine, in_t, out_t>, the one place that
+// picks a kernel family by shape.
+//
+//   inner == 1                 rows of contiguous elements -> scan_rows (row_scan.cuh),
+//                              one launch:
+//     length <= kTile            whole rows packed into segmented tiles
+//     longer, >= 16 rows per SM  a block per row walks its tiles carrying the state
+//     longer, fewer rows         chunks of a few tiles, one per block, chained by decoupled
+//                                look-back (each chunk is reduced, then rescanned)
+//   inner > 1                  columns -> scan_columns (column_scan.cuh):
+//     >= 2048 columns per SM     a thread per column walks it, one launch
+//     fewer, long length         columns split into chunks: chunk totals, their exclusive
+//                                scan (scan_rows), rescan from the carries: three launches
+//
+// Included by the .cu files that instantiate it (one per combine kind).
+#pragma once
+
+#include "ops/cuda/column_scan.cuh"
+#include "ops/cuda/row_scan.cuh"
+
+namespace scanops::cuda {
+
+template <class Combine, class in_t, class out_t>
+void launch_scan(const DeviceProblem& p) {
+  const InputSource<Combine, in_t> src{static_cast<const in_t*>(p.input),
+                                       static_cast<const in_t*>(p.coeff), p.mask};
+  const OutputSink<Combine, out_t> dst{static_cast<out_t*>(p.output)};
+  if (p.inner == 1) {
+    scan_rows<Combine>(p.ctx, src, dst, p.outer, p.length, p.flags);
+  } else {
+    scan_columns<Combine>(p.ctx, src, dst, p.outer, p.length, p.inner, p.flags);
+  }
+}
+
+}  // namespace scanops::cuda

@@ -1,0 +1,98 @@
+// scanops CUDA back end, host side: the entry the engine calls for CUDA tensors, registered
+// at library load time. It dispatches the problem's (combine kind, dtypes) onto
+// CudaRunner<Combine, in_t, out_t>, which sets the device, gathers the stream, the SM count
+// and a scratch allocator, and calls launch_scan (compiled in scan_{sum,prod,affine}.cu).
+#include "ops/cuda/scan_cuda.h"
+
+#include <ATen/ops/empty.h>
+#include <c10/cuda/CUDAException.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+
+#include <type_traits>
+#include <vector>
+
+#include "ops/dispatch.h"
+
+namespace scanops {
+namespace cuda {
+namespace {
+
+// Scratch from the caching allocator, held until the scan is enqueued (the allocator is
+// stream-ordered, so the kernels may still use it after it is released).
+class TensorScratch final : public Scratch {
+ public:
+  explicit TensorScratch(const at::Tensor& like) : options_(like.options().dtype(at::kByte)) {}
+  void* allocate(int64_t bytes) override {
+    held_.push_back(at::empty({bytes}, options_));
+    return held_.back().mutable_data_ptr();
+  }
+
+ private:
+  at::TensorOptions options_;
+  std::vector<at::Tensor> held_;
+};
+
+template <class Combine>
+struct IsAffine : std::false_type {};
+template <class acc>
+struct IsAffine<AffineCombine<acc>> : std::true_type {};
+
+// Whether scan_cuda.h's instantiation lists hold (Combine, in_t, out_t): checked at compile
+// time, so that dispatch.h and the lists cannot drift apart.
+template <class Combine, class in_t, class out_t>
+constexpr bool is_instantiated() {
+  using A = acc_t<in_t>;
+#define SCANOPS_MATCH(I, O, ACC) \
+  (std::is_same_v<in_t, I> && std::is_same_v<out_t, O> && std::is_same_v<A, ACC>) ||
+  if constexpr (IsAffine<Combine>::value) {
+    constexpr bool listed = SCANOPS_CUDA_AFFINE_TYPES(SCANOPS_MATCH) false;
+    return listed && std::is_same_v<Combine, AffineCombine<A>>;
+  } else {
+    constexpr bool listed = SCANOPS_CUDA_SCAN_TYPES(SCANOPS_MATCH) false;
+    return listed &&
+           (std::is_same_v<Combine, SumCombine<A>> || std::is_same_v<Combine, ProdCombine<A>>);
+  }
+#undef SCANOPS_MATCH
+}
+
+template <class Combine, class in_t, class out_t>
+struct CudaRunner {
+  static_assert(is_instantiated<Combine, in_t, out_t>(),
+                "add this type pair to SCANOPS_CUDA_SCAN_TYPES / SCANOPS_CUDA_AFFINE_TYPES");
+
+  static void run(const ScanProblem& p) {
+    const c10::cuda::CUDAGuard guard(p.input.device());
+    int sms = 0;
+    C10_CUDA_CHECK(
+        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, p.input.device().index()));
+    TensorScratch scratch(p.input);
+    const DeviceProblem d{p.input.const_data_ptr<in_t>(),
+                          p.coeff.defined() ? p.coeff.const_data_ptr<in_t>() : nullptr,
+                          p.mask.defined() ? p.mask.const_data_ptr<bool>() : nullptr,
+                          p.output.mutable_data_ptr<out_t>(),
+                          p.outer,
+                          p.length,
+                          p.inner,
+                          p.spec.flags,
+                          {c10::cuda::getCurrentCUDAStream().stream(), sms, &scratch}};
+    launch_scan<Combine, in_t, out_t>(d);
+  }
+};
+
+}  // namespace
+}  // namespace cuda
+
+void scan_cuda(const ScanProblem& p) {
+  if (p.spec.kind == CombineKind::Affine) {
+    dispatch_affine<cuda::CudaRunner>(p);
+  } else {
+    dispatch_scan<cuda::CudaRunner>(p);
+  }
+}
+
+namespace {
+[[maybe_unused]] const bool registered = (register_cuda_backend(&scan_cuda), true);
+}  // namespace
+
+}  // namespace scanops

@@ -1,0 +1,82 @@
+// scanops CUDA back end: the boundary between the host side and the kernels.
+//
+// scan_cuda.cpp (host compiler, ATen) turns a ScanProblem into a DeviceProblem (raw pointers,
+// extents, flags, stream, SM count, a scratch allocator) and calls launch_scan, defined in
+// launch_scan.cuh and instantiated in one .cu file per combine kind (scan_sum.cu,
+// scan_prod.cu, scan_affine.cu). The .cu files include no ATen header: that keeps their
+// compile time down and lets them build in parallel.
+#pragma once
+
+#include <c10/util/BFloat16.h>
+#include <c10/util/Half.h>
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "ops/combine.h"
+
+namespace scanops::cuda {
+
+// Device scratch memory for the multi-pass scans (chunk totals). The host side implements it
+// with the caching allocator: memory stays valid until launch_scan returns and is
+// stream-ordered, so kernels enqueued on the stream by then may use it.
+class Scratch {
+ public:
+  virtual void* allocate(int64_t bytes) = 0;
+
+ protected:
+  ~Scratch() = default;
+};
+
+// Where and how kernels are launched: the current stream of the input's device (the caller
+// holds a device guard), the device's SM count, scratch memory.
+struct LaunchContext {
+  cudaStream_t stream;
+  int64_t sms;
+  Scratch* scratch;
+};
+
+// A ScanProblem as the kernels see it: contiguous tensors, element (o, l, i) at offset
+// (o * length + l) * inner + i.
+struct DeviceProblem {
+  const void* input;  // in_t
+  const void* coeff;  // in_t, arity-2 combines only
+  const bool* mask;   // nullptr: no mask
+  void* output;       // out_t
+  int64_t outer, length, inner;
+  ScanFlags flags;
+  LaunchContext ctx;
+};
+
+// Enqueues the scan of `p` (chooses the kernel family by shape). No host synchronisation.
+template <class Combine, class in_t, class out_t>
+void launch_scan(const DeviceProblem& p);
+
+// The instantiations, X(in_t, out_t, acc) for each: the (in_t, out_t) pairs ops/dispatch.h
+// produces and their accumulation type acc_t<in_t>, restated so that the .cu files need no
+// ATen header (scan_cuda.cpp checks them against dispatch.h). A pair missing here is an
+// undefined launch_scan symbol.
+#define SCANOPS_CUDA_SCAN_TYPES(X)       \
+  X(float, float, float)                 \
+  X(double, double, double)              \
+  X(c10::Half, c10::Half, float)         \
+  X(c10::BFloat16, c10::BFloat16, float) \
+  X(int8_t, int8_t, int64_t)             \
+  X(int16_t, int16_t, int64_t)           \
+  X(int32_t, int32_t, int64_t)           \
+  X(int64_t, int64_t, int64_t)           \
+  X(uint8_t, uint8_t, int64_t)           \
+  X(int8_t, int64_t, int64_t)            \
+  X(int16_t, int64_t, int64_t)           \
+  X(int32_t, int64_t, int64_t)           \
+  X(uint8_t, int64_t, int64_t)           \
+  X(bool, int64_t, int64_t)
+
+// dispatch_affine's types (in_t == out_t).
+#define SCANOPS_CUDA_AFFINE_TYPES(X) \
+  X(float, float, float)             \
+  X(double, double, double)          \
+  X(c10::Half, c10::Half, float)     \
+  X(c10::BFloat16, c10::BFloat16, float)
+
+}  // namespace scanops::cuda
