@@ -13,7 +13,7 @@ export SCANOPS_BUILD_DIR="${SCANOPS_BUILD_DIR:-$REPO/build-gpu}"
 export SCANOPS_LIBRARY="$SCANOPS_BUILD_DIR/libscanops.so"
 export PYTHONPATH="$REPO/python${PYTHONPATH:+:$PYTHONPATH}"
 export PYTHONUNBUFFERED=1
-steps=("$@"); [ ${#steps[@]} -eq 0 ] && steps=(build test sanitize bench)
+steps=("$@"); [ ${#steps[@]} -eq 0 ] && steps=(build test exact sanitize bench)
 rc=0
 for s in "${steps[@]}"; do
   case "$s" in
@@ -26,6 +26,9 @@ for s in "${steps[@]}"; do
       tail -3 "$OUT/ctest.log"
       ( cd "$REPO" && "$SCANOPS_PYTHON" -m pytest -q -ra test/python test/consumers --durations=10 ) > "$OUT/pytest.log" 2>&1 || rc=1
       tail -25 "$OUT/pytest.log" ;;
+    exact)
+      ( cd "$REPO" && "$SCANOPS_PYTHON" test/cuda_exact_check.py ) > "$OUT/exact.log" 2>&1 || rc=1
+      tail -4 "$OUT/exact.log" ;;
     sanitize)
       ( cd "$REPO" && compute-sanitizer --tool memcheck --error-exitcode 3 "$SCANOPS_PYTHON" test/sanitize_cases.py ) > "$OUT/sanitize.log" 2>&1 || rc=1
       tail -4 "$OUT/sanitize.log" ;;

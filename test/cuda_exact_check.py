@@ -1,0 +1,205 @@
+"""CUDA back end check: every kernel path, dtype, flag and op against the CPU back end
+(exact: data are small integers / +-1 so every order of combination gives the same bits),
+then big shapes against torch on the GPU, >2^31-element tensors, and CUDA graph capture."""
+import os
+import sys
+import time
+
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "python"))
+import scanops  # noqa: E402,F401
+
+ops = torch.ops.scanops
+dev = os.environ.get("DEV", "cuda")
+bad = []
+ncase = 0
+
+
+def check(name, got, ref):
+    global ncase
+    ncase += 1
+    got = got.cpu()
+    if got.dtype != ref.dtype or got.shape != ref.shape or not torch.equal(got, ref):
+        diff = "-"
+        if got.shape == ref.shape and got.dtype == ref.dtype:
+            d = (got.double() - ref.double()).abs()
+            idx = torch.nonzero(d > 0)
+            diff = f"{idx.shape[0]} wrong, first at {idx[0].tolist() if idx.numel() else None}"
+        bad.append(name)
+        print("MISMATCH", name, got.dtype, ref.dtype, tuple(got.shape), diff, flush=True)
+
+
+def data(shape, dtype, kind, length):
+    g = torch.Generator().manual_seed(hash((shape, str(dtype), kind)) % 2**31)
+    if kind == "sum":
+        v = torch.randint(-3, 4, shape, generator=g)
+    elif kind == "prod":
+        if dtype.is_floating_point and length > 48:
+            v = torch.randint(0, 2, shape, generator=g) * 2 - 1
+        else:
+            choices = torch.tensor([1.0, -1.0, 2.0, 0.5] if dtype.is_floating_point else [1, -1, 2, 3, -2])
+            v = choices[torch.randint(0, len(choices), shape, generator=g)]
+    if dtype == torch.bool:
+        return (v > 0)
+    return v.to(dtype)
+
+
+shapes = [((1,), 0), ((7,), 0), ((2048,), 0), ((2049,), 0), ((100003,), 0), (((1 << 20) + 5,), 0),
+          ((33, 5), 1), ((5000, 3), 1), ((3, 2048), 1), ((7, 2047), 1), ((100, 1000), 1),
+          ((2200, 2049), 1), ((2500, 5000), 1), ((3, 70001), 1), ((4, 1 << 18), 1),
+          ((1, 1), 1), ((1, 1), 0), ((257, 129), 0), ((8, 300, 64), 1), ((2, 3, 1), 2),
+          ((1 << 12, 64), 1), ((1000, 3), 0), ((5, 7, 3), 1), ((4096, 33), 0), ((3, 40000, 2), 1),
+          ((1, 1 << 20, 2), 1), ((2, 5, 1, 3), 1), ((70000, 2), 0), ((3, 1), 0), ((1 << 15, 1), 1)]
+dtypes = [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int8, torch.int16,
+          torch.int32, torch.int64, torch.uint8, torch.bool]
+flags = [(False, False), (True, False), (False, True), (True, True)]
+
+t0 = time.time()
+for shape, dim in shapes:
+    length = shape[dim]
+    for dt in dtypes:
+        x = data(shape, dt, "sum", length)
+        xg = x.to(dev)
+        m = torch.rand(shape, generator=torch.Generator().manual_seed(1)) > 0.3
+        mg = m.to(dev)
+        xp = data(shape, dt, "prod", length)
+        xpg = xp.to(dev)
+        for e, r in flags:
+            tag = f"{shape} dim={dim} {dt} excl={e} rev={r}"
+            check("cumsum " + tag, ops.cumsum(xg, dim, exclusive=e, reverse=r),
+                  ops.cumsum(x, dim, exclusive=e, reverse=r))
+            check("masked " + tag, ops.masked_cumsum(xg, mg, dim, exclusive=e, reverse=r),
+                  ops.masked_cumsum(x, m, dim, exclusive=e, reverse=r))
+            check("cumprod " + tag, ops.cumprod(xpg, dim, exclusive=e, reverse=r),
+                  ops.cumprod(xp, dim, exclusive=e, reverse=r))
+            if dt in (torch.int8, torch.int32, torch.uint8):
+                check("cumsum dtype=self " + tag, ops.cumsum(xg, dim, exclusive=e, reverse=r, dtype=dt),
+                      ops.cumsum(x, dim, exclusive=e, reverse=r, dtype=dt))
+            if dt.is_floating_point:
+                a = data(shape, torch.int64, "prod", 0).clamp(-1, 1).to(dt)  # a in {-1, 1} and 0s
+                a = torch.where(m, a, torch.zeros_like(a))
+                check("linrec " + tag, ops.linear_recurrence(a.to(dev), xg, dim, exclusive=e, reverse=r),
+                      ops.linear_recurrence(a, x, dim, exclusive=e, reverse=r))
+    # Misaligned views (offset by one element): the vector paths must step aside.
+    if len(shape) == 1 and shape[0] > 2:
+        x = data(shape, torch.float32, "sum", length)
+        m = torch.rand(shape) > 0.5
+        xg, mg = x.to(dev), m.to(dev)
+        for e, r in flags:
+            tag = f"offset view {shape} excl={e} rev={r}"
+            check("cumsum " + tag, ops.cumsum(xg[1:], 0, exclusive=e, reverse=r),
+                  ops.cumsum(x[1:], 0, exclusive=e, reverse=r))
+            check("masked " + tag, ops.masked_cumsum(xg[1:], mg[:-1], 0, exclusive=e, reverse=r),
+                  ops.masked_cumsum(x[1:], m[:-1], 0, exclusive=e, reverse=r))
+if dev == "cuda":
+    torch.cuda.synchronize()
+print(f"small cases: {ncase} checks, {len(bad)} mismatches, {time.time() - t0:.1f}s", flush=True)
+if dev == "cpu":
+    sys.exit(1 if bad else 0)
+
+
+def ref_scan(x, dim, e, r):
+    y = x.flip(dim) if r else x
+    c = torch.cumsum(y, dim)
+    if e:
+        c = torch.cat([torch.zeros_like(c.narrow(dim, 0, 1)), c.narrow(dim, 0, c.size(dim) - 1)], dim)
+    return c.flip(dim) if r else c
+
+
+def big(shape, dim, dtype=torch.float32):
+    global ncase
+    x = torch.randint(-3, 4, shape, device=dev).to(dtype)
+    for e, r in [(False, False), (True, True), (False, True)]:
+        t = time.time()
+        got = ops.cumsum(x, dim, exclusive=e, reverse=r)
+        ref = ref_scan(x, dim, e, r).to(got.dtype)
+        ncase += 1
+        if not torch.equal(got, ref):
+            bad.append(f"big {shape} {dim} {e} {r}")
+            print("MISMATCH big", shape, dim, dtype, e, r, (got != ref).sum().item(), flush=True)
+        del got, ref
+        torch.cuda.synchronize()
+        print(f"big {shape} dim={dim} excl={e} rev={r} ok ({time.time() - t:.2f}s)", flush=True)
+    del x
+    torch.cuda.empty_cache()
+
+
+# Look-back stress: many tiles, repeated (ordering bugs show up intermittently).
+xs = torch.randint(-3, 4, ((1 << 24) + 77,), device=dev).float()
+ref = torch.cumsum(xs, 0)
+reff = torch.cumsum(xs.flip(0), 0).flip(0)
+for it in range(30):
+    ncase += 1
+    if not (torch.equal(ops.cumsum(xs, 0), ref) and torch.equal(ops.cumsum(xs, 0, reverse=True), reff)):
+        bad.append(f"stress {it}")
+        print("MISMATCH stress", it, flush=True)
+a = torch.randint(-1, 2, (5, 3 << 20), device=dev).double()
+xd = torch.randint(-3, 4, (5, 3 << 20), device=dev).double()
+got = ops.linear_recurrence(a, xd, 1, exclusive=True, reverse=True).cpu()
+ncase += 1
+if not torch.equal(got, ops.linear_recurrence(a.cpu(), xd.cpu(), 1, exclusive=True, reverse=True)):
+    bad.append("affine double long")
+    print("MISMATCH affine double long", flush=True)
+print("stress done", flush=True)
+
+big((1 << 24, 4), 1)
+big((1 << 20, 64), 1)
+big((64, 1 << 22), 1)
+big((1 << 30,), 0)
+big((32768, 32768), 1)
+big((32768, 32768), 0)
+big((8, 32768, 4096), 1)
+big((128, 4000), 1)
+big((1 << 16, 300), 0, torch.float64)
+
+
+def huge_diff_check(shape, dim, e_unused, r):
+    """> 2^31 elements, int8 -> int8: y[k] - y[k-1] == x[k] (mod 256) along the scan."""
+    global ncase
+    x = torch.randint(-100, 100, shape, device=dev, dtype=torch.int8)
+    y = ops.cumsum(x, dim, reverse=r, dtype=torch.int8)
+    if r:
+        x, y = x.flip(dim), y.flip(dim)
+    n = shape[dim]
+    ok = torch.equal(y.narrow(dim, 0, 1), x.narrow(dim, 0, 1))
+    step = 1 << 28 if len(shape) == 1 else 4096
+    for s in range(1, n, step):
+        k = min(step, n - s)
+        d = y.narrow(dim, s, k) - y.narrow(dim, s - 1, k)
+        ok = ok and torch.equal(d, x.narrow(dim, s, k))
+    ncase += 1
+    if not ok:
+        bad.append(f"huge {shape} {dim} {r}")
+    print(f"huge {shape} dim={dim} rev={r}: {'ok' if ok else 'MISMATCH'}", flush=True)
+    del x, y
+    torch.cuda.empty_cache()
+
+
+huge_diff_check(((1 << 31) + 1000,), 0, False, False)
+huge_diff_check(((1 << 31) + 1000,), 0, False, True)
+huge_diff_check(((1 << 16) + 1, 1 << 15), 0, False, True)
+huge_diff_check((3, (1 << 30) + 7), 1, False, False)
+
+# CUDA graph capture (chunked path: scratch allocation inside the capture).
+x = torch.randint(-3, 4, (64, 1 << 20), device=dev).float()
+s = torch.cuda.Stream()
+s.wait_stream(torch.cuda.current_stream())
+with torch.cuda.stream(s):
+    for _ in range(2):
+        ops.cumsum(x, 1, reverse=True)
+torch.cuda.current_stream().wait_stream(s)
+g = torch.cuda.CUDAGraph()
+with torch.cuda.graph(g):
+    y = ops.cumsum(x, 1, reverse=True)
+    z = ops.cumsum(x, 0)
+x.copy_(torch.randint(-3, 4, x.shape, device=dev).float())
+g.replay()
+torch.cuda.synchronize()
+ncase += 1
+if not (torch.equal(y, ref_scan(x, 1, False, True)) and torch.equal(z, torch.cumsum(x, 0))):
+    bad.append("graph")
+print("graph capture:", "ok" if "graph" not in bad else "MISMATCH", flush=True)
+
+print(f"TOTAL {ncase} checks, {len(bad)} mismatches")
+sys.exit(1 if bad else 0)
