@@ -48,12 +48,12 @@ at::ScalarType result_dtype(const char* op_name, at::ScalarType self_dtype,
   if (dtype.has_value()) {
     const auto d = *dtype;
     TORCH_CHECK(!at::isComplexType(d), op_name, ": argument 'dtype' = ", d,
-                ": complex results are not supported (supported: ", kSupported, " less bool)");
+                ": complex results are not supported (supported: ", kSupported, " except bool)");
     TORCH_CHECK(d != at::kBool, op_name,
                 ": argument 'dtype' = Bool cannot hold the result of a scan (a sum or product); "
                 "use an integral or floating dtype");
     TORCH_CHECK(is_supported_dtype(d), op_name, ": argument 'dtype' = ", d,
-                " is not supported (supported: ", kSupported, " less bool)");
+                " is not supported (supported: ", kSupported, " except bool)");
     return d;
   }
   if (at::isIntegralType(self_dtype, /*includeBool=*/true)) return at::kLong;
@@ -90,7 +90,9 @@ int64_t check_scan_args(const ScanSpec& spec, const ScanOperands& in, int64_t di
   const at::Tensor& self = in.self;
   TORCH_CHECK(self.defined(), op, ": argument '", in.self_name, "' is an undefined tensor");
   if (spec.kind == CombineKind::Affine) {
-    TORCH_CHECK(at::isFloatingType(self.scalar_type()), op, ": argument '", in.self_name,
+    const auto t = self.scalar_type();
+    TORCH_CHECK(t == at::kFloat || t == at::kDouble || t == at::kHalf || t == at::kBFloat16, op,
+                ": argument '", in.self_name,
                 "' has dtype ", self.scalar_type(),
                 "; a linear recurrence needs float32, float64, float16 or bfloat16");
   } else {

@@ -36,10 +36,15 @@ using torch::autograd::variable_list;
 bool is_differentiable(at::ScalarType t) { return at::isFloatingType(t); }
 
 // Gradient of an input that may have been converted (dtype=...) or broadcast.
-at::Tensor grad_for(const at::Tensor& g, at::ScalarType dtype, c10::IntArrayRef sizes) {
+// Sizes are SymInts throughout, so tracing (torch.compile(dynamic=True)) adds no guards.
+at::Tensor grad_for(const at::Tensor& g, at::ScalarType dtype, c10::SymIntArrayRef sizes) {
   at::Tensor out = g.scalar_type() == dtype ? g : g.to(dtype);
-  if (out.sizes() != sizes) out = at::sum_to(out, sizes);
+  if (!out.sym_sizes().equals(sizes)) out = at::sum_to(out, sizes);
   return out;
+}
+// The gradient of an input of the output's own shape: only the dtype may differ.
+at::Tensor grad_as(const at::Tensor& g, at::ScalarType dtype) {
+  return g.scalar_type() == dtype ? g : g.to(dtype);
 }
 
 void save_flags(AutogradContext* ctx, int64_t dim, bool exclusive, bool reverse) {
@@ -77,7 +82,7 @@ class CumsumFn : public torch::autograd::Function<CumsumFn> {
     const Flags f = load_flags(ctx);
     const auto self_dtype = ctx->saved_data["self_dtype"].toScalarType();
     at::Tensor g = scanops::cumsum(grads[0], f.dim, {f.exclusive, !f.reverse});
-    return {grad_for(g, self_dtype, g.sizes()), {}, {}, {}, {}};
+    return {grad_as(g, self_dtype), {}, {}, {}, {}};
   }
 };
 
@@ -99,7 +104,7 @@ class MaskedCumsumFn : public torch::autograd::Function<MaskedCumsumFn> {
     const auto self_dtype = ctx->saved_data["self_dtype"].toScalarType();
     const at::Tensor mask = ctx->get_saved_variables()[0];
     at::Tensor g = scanops::cumsum(grads[0], f.dim, {f.exclusive, !f.reverse}) * mask;
-    return {grad_for(g, self_dtype, g.sizes()), {}, {}, {}, {}, {}};
+    return {grad_as(g, self_dtype), {}, {}, {}, {}, {}};
   }
 };
 
@@ -130,7 +135,7 @@ class CumprodFn : public torch::autograd::Function<CumprodFn> {
                                          {.exclusive = true, .reverse = !f.reverse});
     }
     at::Tensor dx = before * s;
-    return {grad_for(dx, self.scalar_type(), dx.sizes()), {}, {}, {}, {}};
+    return {grad_as(dx, self.scalar_type()), {}, {}, {}, {}};
   }
 };
 
@@ -151,7 +156,7 @@ class LinearRecurrenceFn : public torch::autograd::Function<LinearRecurrenceFn> 
     const at::Tensor& g = grads[0];
     const ScanOptions back{.exclusive = true, .reverse = !f.reverse};
     // The full-shape coefficients: `a` may broadcast against x.
-    const at::Tensor af = a.expand(x.sizes());
+    const at::Tensor af = a.expand_symint(x.sym_sizes());
     at::Tensor lam = f.exclusive ? scanops::linear_recurrence(af, g, f.dim, back)
                                  : g + scanops::linear_recurrence(af, af * g, f.dim, back);
     at::Tensor dx, da;
@@ -159,7 +164,7 @@ class LinearRecurrenceFn : public torch::autograd::Function<LinearRecurrenceFn> 
     if (ctx->needs_input_grad(0)) {
       const at::Tensor h_prev = scanops::linear_recurrence(
           af, x, f.dim, {.exclusive = true, .reverse = f.reverse});
-      da = grad_for(lam * h_prev, a.scalar_type(), a.sizes());
+      da = grad_for(lam * h_prev, a.scalar_type(), a.sym_sizes());
     }
     return {da, dx, {}, {}, {}};
   }

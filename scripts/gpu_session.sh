@@ -13,7 +13,7 @@ export SCANOPS_BUILD_DIR="${SCANOPS_BUILD_DIR:-$REPO/build-gpu}"
 export SCANOPS_LIBRARY="$SCANOPS_BUILD_DIR/libscanops.so"
 export PYTHONPATH="$REPO/python${PYTHONPATH:+:$PYTHONPATH}"
 export PYTHONUNBUFFERED=1
-steps=("$@"); [ ${#steps[@]} -eq 0 ] && steps=(build test exact sanitize bench)
+steps=("$@"); [ ${#steps[@]} -eq 0 ] && steps=(build test exact sanitize consumers bench)
 rc=0
 for s in "${steps[@]}"; do
   case "$s" in
@@ -24,8 +24,11 @@ for s in "${steps[@]}"; do
     test)
       ( cd "$REPO" && ctest --test-dir "$SCANOPS_BUILD_DIR" --output-on-failure ) > "$OUT/ctest.log" 2>&1 || rc=1
       tail -3 "$OUT/ctest.log"
-      ( cd "$REPO" && "$SCANOPS_PYTHON" -m pytest -q -ra test/python test/consumers --durations=10 ) > "$OUT/pytest.log" 2>&1 || rc=1
+      ( cd "$REPO" && "$SCANOPS_PYTHON" -m pytest -q -ra test/python --durations=10 -p no:cacheprovider ) > "$OUT/pytest.log" 2>&1 || rc=1
       tail -25 "$OUT/pytest.log" ;;
+    consumers)
+      ( cd "$REPO" && "$SCANOPS_PYTHON" -m pytest -q -ra test/consumers -p no:cacheprovider ) > "$OUT/consumers.log" 2>&1 || rc=1
+      tail -15 "$OUT/consumers.log" ;;
     exact)
       ( cd "$REPO" && "$SCANOPS_PYTHON" test/cuda_exact_check.py ) > "$OUT/exact.log" 2>&1 || rc=1
       tail -4 "$OUT/exact.log" ;;

@@ -43,15 +43,17 @@ struct IsAffine<AffineCombine<acc>> : std::true_type {};
 template <class Combine, class in_t, class out_t>
 constexpr bool is_instantiated() {
   using A = acc_t<in_t>;
+  using W = acc_t<in_t, /*kWide=*/true>;
 #define SCANOPS_MATCH(I, O, ACC) \
-  (std::is_same_v<in_t, I> && std::is_same_v<out_t, O> && std::is_same_v<A, ACC>) ||
+  (std::is_same_v<in_t, I> && std::is_same_v<out_t, O> && std::is_same_v<ACC, decltype(Combine::value(Combine::identity()))>) ||
   if constexpr (IsAffine<Combine>::value) {
     constexpr bool listed = SCANOPS_CUDA_AFFINE_TYPES(SCANOPS_MATCH) false;
     return listed && std::is_same_v<Combine, AffineCombine<A>>;
+  } else if constexpr (std::is_same_v<Combine, ProdCombine<W>>) {
+    return SCANOPS_CUDA_PROD_TYPES(SCANOPS_MATCH) false;
   } else {
     constexpr bool listed = SCANOPS_CUDA_SCAN_TYPES(SCANOPS_MATCH) false;
-    return listed &&
-           (std::is_same_v<Combine, SumCombine<A>> || std::is_same_v<Combine, ProdCombine<A>>);
+    return listed && std::is_same_v<Combine, SumCombine<A>>;
   }
 #undef SCANOPS_MATCH
 }

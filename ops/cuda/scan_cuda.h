@@ -72,6 +72,24 @@ void launch_scan(const DeviceProblem& p);
   X(uint8_t, int64_t, int64_t)           \
   X(bool, int64_t, int64_t)
 
+// The Prod kernels: as above, but floating types accumulate in double (WideFloatAcc in
+// ops/dispatch.h).
+#define SCANOPS_CUDA_PROD_TYPES(X)                \
+  X(float, float, double)                         \
+  X(double, double, double)                       \
+  X(c10::Half, c10::Half, double)                 \
+  X(c10::BFloat16, c10::BFloat16, double)         \
+  X(int8_t, int8_t, int64_t)                      \
+  X(int16_t, int16_t, int64_t)                    \
+  X(int32_t, int32_t, int64_t)                    \
+  X(int64_t, int64_t, int64_t)                    \
+  X(uint8_t, uint8_t, int64_t)                    \
+  X(int8_t, int64_t, int64_t)                     \
+  X(int16_t, int64_t, int64_t)                    \
+  X(int32_t, int64_t, int64_t)                    \
+  X(uint8_t, int64_t, int64_t)                    \
+  X(bool, int64_t, int64_t)
+
 // dispatch_affine's types (in_t == out_t).
 #define SCANOPS_CUDA_AFFINE_TYPES(X) \
   X(float, float, float)             \

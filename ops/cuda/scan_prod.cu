@@ -4,6 +4,6 @@
 namespace scanops::cuda {
 #define SCANOPS_INSTANTIATE(in_t, out_t, acc) \
   template void launch_scan<ProdCombine<acc>, in_t, out_t>(const DeviceProblem&);
-SCANOPS_CUDA_SCAN_TYPES(SCANOPS_INSTANTIATE)
+SCANOPS_CUDA_PROD_TYPES(SCANOPS_INSTANTIATE)
 #undef SCANOPS_INSTANTIATE
 }  // namespace scanops::cuda
