@@ -15,7 +15,8 @@
 //                         (exclusive + reverse: x[i+1] (+) ... (+) x[n-1])
 // Result dtype as torch.cumsum / torch.cumprod: `dtype` if given (the input is converted to
 // it before the scan), else int64 for integral and bool inputs, else the input's dtype.
-// float16 / bfloat16 / float32 accumulate in float32 on CUDA and float64 on the CPU;
+// float16 / bfloat16 / float32 accumulate in float32 on CUDA (float64 for cumprod) and in
+// float64 on the CPU;
 // integers accumulate in int64 (wrapping).
 // Supported dtypes (CPU and CUDA alike): float32, float64, float16, bfloat16, int8, int16,
 // int32, int64, uint8, bool. The result is a new contiguous tensor of the input's shape;
@@ -49,7 +50,8 @@ at::Tensor cumsum(const at::Tensor& self, int64_t dim, const ScanOptions& option
 
 // Cumulative sum of `self * mask` along `dim`, without materialising the product. `mask` is a
 // bool tensor broadcastable to self's shape, on self's device. Masked-off elements
-// contribute 0. Gradient wrt self: cumsum(grad, dim, exclusive, !reverse) * mask.
+// contribute exactly 0, even when they hold NaN or inf (cumsum(self * mask) would not).
+// Gradient wrt self: cumsum(grad, dim, exclusive, !reverse) * mask.
 // Schema: masked_cumsum(Tensor self, Tensor mask, int dim, *, bool exclusive=False,
 //                       bool reverse=False, ScalarType? dtype=None) -> Tensor
 at::Tensor masked_cumsum(const at::Tensor& self, const at::Tensor& mask, int64_t dim,

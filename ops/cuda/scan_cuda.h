@@ -56,29 +56,7 @@ void launch_scan(const DeviceProblem& p);
 // produces and their accumulation type acc_t<in_t>, restated so that the .cu files need no
 // ATen header (scan_cuda.cpp checks them against dispatch.h). A pair missing here is an
 // undefined launch_scan symbol.
-#define SCANOPS_CUDA_SCAN_TYPES(X)       \
-  X(float, float, float)                 \
-  X(double, double, double)              \
-  X(c10::Half, c10::Half, float)         \
-  X(c10::BFloat16, c10::BFloat16, float) \
-  X(int8_t, int8_t, int64_t)             \
-  X(int16_t, int16_t, int64_t)           \
-  X(int32_t, int32_t, int64_t)           \
-  X(int64_t, int64_t, int64_t)           \
-  X(uint8_t, uint8_t, int64_t)           \
-  X(int8_t, int64_t, int64_t)            \
-  X(int16_t, int64_t, int64_t)           \
-  X(int32_t, int64_t, int64_t)           \
-  X(uint8_t, int64_t, int64_t)           \
-  X(bool, int64_t, int64_t)
-
-// The Prod kernels: as above, but floating types accumulate in double (WideFloatAcc in
-// ops/dispatch.h).
-#define SCANOPS_CUDA_PROD_TYPES(X)                \
-  X(float, float, double)                         \
-  X(double, double, double)                       \
-  X(c10::Half, c10::Half, double)                 \
-  X(c10::BFloat16, c10::BFloat16, double)         \
+#define SCANOPS_CUDA_INTEGRAL_TYPES(X)          \
   X(int8_t, int8_t, int64_t)                      \
   X(int16_t, int16_t, int64_t)                    \
   X(int32_t, int32_t, int64_t)                    \
@@ -89,6 +67,21 @@ void launch_scan(const DeviceProblem& p);
   X(int32_t, int64_t, int64_t)                    \
   X(uint8_t, int64_t, int64_t)                    \
   X(bool, int64_t, int64_t)
+
+#define SCANOPS_CUDA_SCAN_TYPES(X)                \
+  X(float, float, float)                          \
+  X(double, double, double)                       \
+  X(c10::Half, c10::Half, float)                  \
+  X(c10::BFloat16, c10::BFloat16, float)          \
+  SCANOPS_CUDA_INTEGRAL_TYPES(X)
+
+// The Prod kernels: floating types accumulate in double (WideFloatAcc in ops/dispatch.h).
+#define SCANOPS_CUDA_PROD_TYPES(X)                \
+  X(float, float, double)                         \
+  X(double, double, double)                       \
+  X(c10::Half, c10::Half, double)                 \
+  X(c10::BFloat16, c10::BFloat16, double)         \
+  SCANOPS_CUDA_INTEGRAL_TYPES(X)
 
 // dispatch_affine's types (in_t == out_t).
 #define SCANOPS_CUDA_AFFINE_TYPES(X) \
