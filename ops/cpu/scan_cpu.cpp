@@ -73,6 +73,32 @@ struct CpuRunner {
     }
   }
 
+  // Whole rows [o0, o1) of an inner == 1 problem, each from identity(): one call per range of
+  // rows rather than per row, so short rows (e.g. length 4) pay no per-row set-up.
+  template <bool kMasked, bool kExclusive>
+  static void rows_impl(const View& v, int64_t o0, int64_t o1) {
+    const int64_t n = v.length;
+    const int64_t step = v.reverse ? -1 : 1;
+    for (int64_t o = o0; o < o1; ++o) {
+      int64_t idx = o * n + (v.reverse ? n - 1 : 0);
+      state_t c = Combine::identity();
+      for (int64_t s = 0; s < n; ++s, idx += step) {
+        const state_t x = load<kMasked>(v, idx);
+        if constexpr (kExclusive) v.out[idx] = static_cast<out_t>(Combine::value(c));
+        c = Combine::combine(c, x);
+        if constexpr (!kExclusive) v.out[idx] = static_cast<out_t>(Combine::value(c));
+      }
+    }
+  }
+
+  static void rows(const View& v, int64_t o0, int64_t o1) {
+    const bool masked = v.mask != nullptr;
+    if (v.exclusive) {
+      return masked ? rows_impl<true, true>(v, o0, o1) : rows_impl<false, true>(v, o0, o1);
+    }
+    return masked ? rows_impl<true, false>(v, o0, o1) : rows_impl<false, false>(v, o0, o1);
+  }
+
   static void walk(const View& v, int64_t o, int64_t i0, int64_t w, int64_t s0, int64_t s1,
                    state_t* carry, bool write) {
     const bool masked = v.mask != nullptr;
@@ -119,6 +145,11 @@ struct CpuRunner {
     if (chunks == 1) {
       // Enough independent lines: each item scans its whole line.
       const int64_t grain = std::max<int64_t>(1, kMinChunk / std::max<int64_t>(1, elems_per_item));
+      if (p.inner == 1) {  // items are rows
+        at::parallel_for(0, items, grain,
+                         [&](int64_t begin, int64_t end) { rows(v, begin, end); });
+        return;
+      }
       at::parallel_for(0, items, grain, [&](int64_t begin, int64_t end) {
         state_t carry[kInnerBlock];
         for (int64_t item = begin; item < end; ++item) {
