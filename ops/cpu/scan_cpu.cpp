@@ -77,12 +77,28 @@ struct CpuRunner {
   // rows rather than per row, so short rows (e.g. length 4) pay no per-row set-up.
   template <bool kMasked, bool kExclusive>
   static void rows_impl(const View& v, int64_t o0, int64_t o1) {
+    constexpr int64_t kB = 8;  // elements per block: their local prefixes are independent of
+                               // the running carry, so the CPU overlaps blocks (ILP)
     const int64_t n = v.length;
     const int64_t step = v.reverse ? -1 : 1;
     for (int64_t o = o0; o < o1; ++o) {
       int64_t idx = o * n + (v.reverse ? n - 1 : 0);
       state_t c = Combine::identity();
-      for (int64_t s = 0; s < n; ++s, idx += step) {
+      int64_t s = 0;
+      for (; s + kB <= n; s += kB, idx += kB * step) {
+        state_t local[kB];
+        local[0] = load<kMasked>(v, idx);
+        for (int64_t k = 1; k < kB; ++k) {
+          local[k] = Combine::combine(local[k - 1], load<kMasked>(v, idx + k * step));
+        }
+        for (int64_t k = 0; k < kB; ++k) {
+          const state_t y = kExclusive ? (k == 0 ? c : Combine::combine(c, local[k - 1]))
+                                       : Combine::combine(c, local[k]);
+          v.out[idx + k * step] = static_cast<out_t>(Combine::value(y));
+        }
+        c = Combine::combine(c, local[kB - 1]);
+      }
+      for (; s < n; ++s, idx += step) {
         const state_t x = load<kMasked>(v, idx);
         if constexpr (kExclusive) v.out[idx] = static_cast<out_t>(Combine::value(c));
         c = Combine::combine(c, x);
