@@ -148,9 +148,13 @@ at::Tensor scan(const ScanSpec& spec, const ScanOperands& in, int64_t dim,
   p.spec = spec;
   // `dtype` converts before the scan (torch semantics); otherwise the kernels read the
   // input in its own dtype and widen on the fly (int8 -> int64, half -> float accumulate).
-  at::Tensor x = self;
-  if (dtype.has_value() && *dtype != self.scalar_type()) x = x.to(*dtype);
-  p.input = x.contiguous();
+  // One pass at most: a conversion writes the contiguous layout directly.
+  if (dtype.has_value() && *dtype != self.scalar_type()) {
+    p.input = self.to(self.options().dtype(*dtype), /*non_blocking=*/false, /*copy=*/false,
+                      at::MemoryFormat::Contiguous);
+  } else {
+    p.input = self.contiguous();
+  }
   // Broadcast companions are materialised (1 byte per element for a mask).
   if (in.mask != nullptr) p.mask = in.mask->expand(self.sizes()).contiguous();
   if (in.coeff != nullptr) p.coeff = in.coeff->expand(self.sizes()).contiguous();
