@@ -1,32 +1,44 @@
 """GPU benchmark: every scanops op on every shape class, as a share of copy speed.
 
-For each workload it times, in one run on one GPU (CUDA events, median of repeats after
-warm-up): a device-to-device copy of the workload's bytes, the scanops op, the same
-expression in torch eager, and torch.compile of it (dynamo reset and dynamic=False per
-shape). "share of copy" = (time a copy of the op's minimal bytes takes) / (op's time):
-100% means the op moves its bytes as fast as a copy.
+What one run measures, per workload: the scanops op, the same expression in torch eager and
+torch.compile of it (dynamo compiled once per workload, `dynamic=False`, a cache large enough
+that no workload falls back to eager), and the *floor*: a device-to-device copy moving the
+workload's minimal bytes (each input read once, each output written once).
 
-Usage: python bench/bench_gpu.py [--quick] [--no-compile] [--json out.json] [--md out.md]
+Trustworthy numbers:
+- one floor per byte count: workloads moving the same bytes share one copy measurement;
+- the floor is measured interleaved with the runs: every round times the copy, then every
+  candidate of every workload of that byte count, and the rounds repeat (--rounds);
+- each figure is the best (minimum) over rounds of the median of CUDA-event timings within a
+  round; the floor's spread over rounds, (max - min) / min, is reported per byte count;
+- a share over 100% or a floor spread over 3% is flagged in the output: such a run is not
+  quoted;
+- scanops is also run twice on the same input and the two outputs compared bit for bit
+  ("bitwise" column).
+
+share = floor time / op time (100%: the op moves its bytes as fast as a copy).
+
+Usage: python bench/bench_gpu.py [--quick] [--no-compile] [--only SUBSTR] [--rounds K]
+                                 [--json out.json] [--md out.md]
 """
 import argparse
 import json
 import os
 import statistics
+import subprocess
 import sys
 import time
 
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "python"))
-import scanops  # noqa: E402
+import scanops  # noqa: E402,F401
 
 ops = torch.ops.scanops
 
 
-def bench(fn, reps, warmup=3):
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
+def time_once_ms(fn, reps):
+    """Median of `reps` CUDA-event timings of fn()."""
     times = []
     for _ in range(reps):
         a = torch.cuda.Event(enable_timing=True)
@@ -44,42 +56,100 @@ def excl_torch(x, d):
     return torch.cat([torch.zeros_like(x.narrow(d, 0, 1)), y], d)
 
 
+# ---------------------------------------------------------------------------------------
+# Workloads. Each: name, shape, dim, dtype, kind of inputs, scanops fn, torch fn (or None),
+# minimal bytes as a multiple of (numel * element size) plus bytes per element of a bool
+# mask, and whether it is forward + backward.
 def workloads(quick):
     big = (8192, 8192) if quick else (32768, 32768)
-    f32 = torch.float32
     W = []
-    # name, shape, dtype, dim, scanops fn, torch fn, bytes moved (minimal)
-    def add(name, shape, dim, sc, tf, dtype=f32, extra_in=0, bwd=False):
-        W.append(dict(name=name, shape=shape, dim=dim, sc=sc, tf=tf, dtype=dtype,
-                      extra_in=extra_in, bwd=bwd))
-    add("cumsum dim 1", big, 1, lambda x, m: ops.cumsum(x, 1), lambda x, m: torch.cumsum(x, 1))
-    add("cumprod dim 1", big, 1, lambda x, m: ops.cumprod(x, 1), lambda x, m: torch.cumprod(x, 1))
-    add("reverse cumsum", big, 1, lambda x, m: ops.cumsum(x, 1, reverse=True),
+
+    def add(name, shape, dim, sc, tf, dtype=torch.float32, inputs="x", elems=2, mask_bytes=0,
+            bwd=False):
+        W.append(dict(name=name, shape=shape, dim=dim, sc=sc, tf=tf, dtype=dtype, inputs=inputs,
+                      elems=elems, mask_bytes=mask_bytes, bwd=bwd))
+
+    cs = lambda d, **kw: (lambda x, m: ops.cumsum(x, d, **kw))  # noqa: E731
+    tcs = lambda d: (lambda x, m: torch.cumsum(x, d))  # noqa: E731
+    # Rows (inner == 1): every op and flag.
+    add("cumsum", big, 1, cs(1), tcs(1))
+    add("reverse cumsum", big, 1, cs(1, reverse=True),
         lambda x, m: torch.cumsum(x.flip(1), 1).flip(1))
-    add("exclusive cumsum", big, 1, lambda x, m: ops.cumsum(x, 1, exclusive=True),
-        lambda x, m: excl_torch(x, 1))
+    add("exclusive cumsum", big, 1, cs(1, exclusive=True), lambda x, m: excl_torch(x, 1))
     add("masked cumsum", big, 1, lambda x, m: ops.masked_cumsum(x, m, 1),
-        lambda x, m: torch.cumsum(x * m, 1), extra_in=1)
-    add("cumsum fwd+bwd", big, 1, lambda x, m: ops.cumsum(x, 1), lambda x, m: torch.cumsum(x, 1),
-        bwd=True)
-    add("bf16 cumsum", big, 1, lambda x, m: ops.cumsum(x, 1), lambda x, m: torch.cumsum(x, 1),
-        dtype=torch.bfloat16)
-    add("(2^20, 64) dim 1", (1 << 20 if not quick else 1 << 18, 64), 1,
-        lambda x, m: ops.cumsum(x, 1), lambda x, m: torch.cumsum(x, 1))
-    add("(2^24, 4) dim 1", (1 << 24 if not quick else 1 << 22, 4), 1,
-        lambda x, m: ops.cumsum(x, 1), lambda x, m: torch.cumsum(x, 1))
-    add("(64, 2^22) dim 1", (64, 1 << 22 if not quick else 1 << 20), 1,
-        lambda x, m: ops.cumsum(x, 1), lambda x, m: torch.cumsum(x, 1))
-    add("big dim 0", big, 0, lambda x, m: ops.cumsum(x, 0), lambda x, m: torch.cumsum(x, 0))
-    add("(8, 32768, 4096) dim 1", (8, 32768 if not quick else 8192, 4096), 1,
-        lambda x, m: ops.cumsum(x, 1), lambda x, m: torch.cumsum(x, 1))
-    add("1-D 2^30", (1 << 30 if not quick else 1 << 26,), 0,
-        lambda x, m: ops.cumsum(x, 0), lambda x, m: torch.cumsum(x, 0))
-    add("(128, 4000) latency", (128, 4000), 1,
-        lambda x, m: ops.cumsum(x, 1), lambda x, m: torch.cumsum(x, 1))
-    add("linear_recurrence dim 1", big, 1, lambda x, m: ops.linear_recurrence(m, x, 1),
-        None, extra_in=4)
+        lambda x, m: torch.cumsum(x * m, 1), inputs="xm", mask_bytes=1)
+    add("cumprod", big, 1, lambda x, m: ops.cumprod(x, 1), lambda x, m: torch.cumprod(x, 1),
+        inputs="p")
+    add("linear_recurrence", big, 1, lambda x, a: ops.linear_recurrence(a, x, 1), None,
+        inputs="xa", elems=3)
+    add("bf16 cumsum", big, 1, cs(1), tcs(1), dtype=torch.bfloat16)
+    add("fp16 cumsum", big, 1, cs(1), tcs(1), dtype=torch.float16)
+    # Forward + backward (minimal bytes: forward in/out, backward grad in + saved inputs it
+    # needs + grads out).
+    add("cumsum fwd+bwd", big, 1, cs(1), tcs(1), elems=4, bwd=True)
+    add("masked cumsum fwd+bwd", big, 1, lambda x, m: ops.masked_cumsum(x, m, 1),
+        lambda x, m: torch.cumsum(x * m, 1), inputs="xm", elems=4, mask_bytes=2, bwd=True)
+    add("cumprod fwd+bwd", big, 1, lambda x, m: ops.cumprod(x, 1),
+        lambda x, m: torch.cumprod(x, 1), inputs="p", elems=5, bwd=True)
+    add("linear_recurrence fwd+bwd", big, 1, lambda x, a: ops.linear_recurrence(a, x, 1), None,
+        inputs="xa", elems=8, bwd=True)
+    # Row shape classes.
+    q = 4 if quick else 1
+    add("(2^20, 64) dim 1", ((1 << 20) // q, 64), 1, cs(1), tcs(1))
+    add("(2^24, 4) dim 1", ((1 << 24) // q, 4), 1, cs(1), tcs(1))
+    add("(64, 2^22) dim 1", (64, (1 << 22) // q), 1, cs(1), tcs(1))
+    add("1-D 2^30", ((1 << 30) // (16 if quick else 1),), 0, cs(0), tcs(0))
+    add("(128, 4000) latency", (128, 4000), 1, cs(1), tcs(1))
+    # Scans along an outer or middle dim (inner > 1).
+    add("(32768, 32768) dim 0" if not quick else "big dim 0", big, 0, cs(0), tcs(0))
+    add("(8, 32768, 4096) dim 1", (8, 32768 // q, 4096), 1, cs(1), tcs(1))
+    add("(2^22, 64) dim 0", ((1 << 22) // q, 64), 0, cs(0), tcs(0))
+    add("(2^24, 8) dim 0", ((1 << 24) // q, 8), 0, cs(0), tcs(0))
+    add("(2^20, 512) dim 0", ((1 << 20) // q, 512), 0, cs(0), tcs(0))
+    add("cumprod dim 0", big, 0, lambda x, m: ops.cumprod(x, 0), lambda x, m: torch.cumprod(x, 0),
+        inputs="p")
     return W
+
+
+def make_inputs(w, dev):
+    shape, dtype = w["shape"], w["dtype"]
+    g = torch.Generator(device=dev).manual_seed(0)
+    if w["inputs"] == "p":  # near-1 factors: the usual cumprod data
+        x = (torch.rand(shape, device=dev, generator=g) * 0.02 + 0.99).to(dtype)
+    else:
+        x = torch.randn(shape, device=dev, generator=g).to(dtype)
+    m = None
+    if w["inputs"] == "xm":
+        m = torch.rand(shape, device=dev, generator=g) > 0.5
+    elif w["inputs"] == "xa":
+        m = torch.rand(shape, device=dev, generator=g).to(dtype)
+    return x, m
+
+
+def candidates(w, x, m, use_compile):
+    """name -> zero-argument callable."""
+    c = {}
+    if w["bwd"]:
+        xg = x.clone().requires_grad_()
+        mg = m.clone().requires_grad_() if (m is not None and m.is_floating_point()) else m
+        gy = torch.randn_like(x)
+        wrt = (xg, mg) if (mg is not None and mg.requires_grad) else (xg,)
+
+        def fb(f):
+            return lambda: torch.autograd.grad(f(xg, mg), wrt, gy)
+        c["scanops"] = fb(w["sc"])
+        if w["tf"]:
+            c["eager"] = fb(w["tf"])
+            if use_compile:
+                c["compile"] = fb(torch.compile(w["tf"], dynamic=False))
+    else:
+        c["scanops"] = lambda: w["sc"](x, m)
+        if w["tf"]:
+            c["eager"] = lambda: w["tf"](x, m)
+            if use_compile:
+                cf = torch.compile(w["tf"], dynamic=False)
+                c["compile"] = lambda: cf(x, m)
+    return c
 
 
 def main():
@@ -87,77 +157,114 @@ def main():
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--no-compile", action="store_true")
     ap.add_argument("--only", default="")
+    ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--json", default="")
     ap.add_argument("--md", default="")
     args = ap.parse_args()
     dev = torch.device("cuda")
     props = torch.cuda.get_device_properties(dev)
+    torch._dynamo.config.cache_size_limit = 1024
+    if hasattr(torch._dynamo.config, "recompile_limit"):
+        torch._dynamo.config.recompile_limit = 1024
+    if hasattr(torch._dynamo.config, "accumulated_cache_size_limit"):
+        torch._dynamo.config.accumulated_cache_size_limit = 4096
+
+    ws = [w for w in workloads(args.quick) if not args.only or args.only in w["name"]]
+    for w in ws:
+        esz = torch.empty((), dtype=w["dtype"]).element_size()
+        n = 1
+        for s in w["shape"]:
+            n *= s
+        w["numel"] = n
+        w["bytes"] = n * esz * w["elems"] + n * w["mask_bytes"]
+
+    # Group by byte count: one floor per group, measured in the same rounds as its ops.
+    groups = {}
+    for w in ws:
+        groups.setdefault(w["bytes"], []).append(w)
     rows = []
-    for w in workloads(args.quick):
-        if args.only and args.only not in w["name"]:
-            continue
+    t_start = time.time()
+    for nbytes, group in sorted(groups.items()):
         torch.cuda.empty_cache()
-        shape, dtype, dim = w["shape"], w["dtype"], w["dim"]
-        x = torch.randn(shape, device=dev, dtype=torch.float32).to(dtype)
-        if w["name"].startswith("cumprod"):
-            x = torch.rand(shape, device=dev) * 0.02 + 0.99
-        if w["name"].startswith("linear"):
-            m = torch.rand(shape, device=dev)
-        elif w["extra_in"]:
-            m = torch.rand(shape, device=dev) > 0.5
-        else:
-            m = None
-        esz = x.element_size()
-        n = x.numel()
-        nbytes = n * esz * 2 + n * w["extra_in"]  # read + write (+ mask / coefficients)
-        if w["bwd"]:
-            nbytes *= 2
-        reps = 5 if n >= (1 << 28) else 20 if n >= (1 << 22) else 200
-        # Copy baseline: a device-to-device copy moving nbytes (read + write).
         src = torch.empty(nbytes // 2, dtype=torch.uint8, device=dev)
         dst = torch.empty_like(src)
-        t_copy = bench(lambda: dst.copy_(src), reps)
-        del src, dst
-        if w["bwd"]:
-            xg = x.clone().requires_grad_()
-            g = torch.randn_like(x)
-            sc = lambda: w["sc"](xg, m).backward(g)  # noqa: E731
-            tf = lambda: w["tf"](xg, m).backward(g)  # noqa: E731
-        else:
-            sc = lambda: w["sc"](x, m)  # noqa: E731
-            tf = (lambda: w["tf"](x, m)) if w["tf"] else None  # noqa: E731
-        t_sc = bench(sc, reps)
-        t_eager = bench(tf, reps) if tf else float("nan")
-        t_comp = float("nan")
-        if tf and not args.no_compile and not w["bwd"]:
-            torch._dynamo.reset()
-            cf = torch.compile(w["tf"], dynamic=False)
-            try:
-                t_comp = bench(lambda: cf(x, m), reps)
-            except Exception as e:  # noqa: BLE001
-                print(f"compile failed for {w['name']}: {e}", file=sys.stderr)
-        row = dict(workload=w["name"], shape=list(shape), dtype=str(dtype), dim=dim,
-                   bytes=nbytes, copy_ms=t_copy, scanops_ms=t_sc, eager_ms=t_eager,
-                   compile_ms=t_comp, scanops_share=t_copy / t_sc,
-                   eager_share=t_copy / t_eager, compile_share=t_copy / t_comp)
-        rows.append(row)
-        print(f"{w['name']:26s} copy {t_copy:8.3f} ms  scanops {t_sc:8.3f} ms "
-              f"({100 * t_copy / t_sc:5.1f}%)  eager {t_eager:8.3f} ms ({100 * t_copy / t_eager:5.1f}%)"
-              f"  compile {t_comp:8.3f} ms ({100 * t_copy / t_comp:5.1f}%)", flush=True)
-        del x, m
-    head = (f"Device: {props.name}, torch {torch.__version__}, "
-            f"{time.strftime('%Y-%m-%d')}, float32 unless noted\n\n"
-            "| workload | bytes | copy ms | scanops ms | scanops % of copy | eager % | compile % |\n"
-            "|---|---|---|---|---|---|---|\n")
+        copy = lambda: dst.copy_(src)  # noqa: E731
+        n_el = max(w["numel"] for w in group)
+        reps = 5 if n_el >= (1 << 28) else 20 if n_el >= (1 << 22) else 200
+        prepared = []
+        for w in group:
+            x, m = make_inputs(w, dev)
+            cands = candidates(w, x, m, not args.no_compile)
+            for name, fn in list(cands.items()):
+                try:  # warm-up (and compilation)
+                    for _ in range(3):
+                        fn()
+                except Exception as e:  # noqa: BLE001
+                    print(f"{w['name']}: {name} failed: {type(e).__name__}: {e}"[:300],
+                          file=sys.stderr)
+                    del cands[name]
+            # Bitwise run-to-run check of scanops (forward: outputs; fwd+bwd: gradients).
+            r1, r2 = cands["scanops"](), cands["scanops"]()
+            r1 = r1 if isinstance(r1, (tuple, list)) else (r1,)
+            r2 = r2 if isinstance(r2, (tuple, list)) else (r2,)
+            bitwise = all(torch.equal(a, b) for a, b in zip(r1, r2))
+            del r1, r2
+            prepared.append((w, cands, bitwise, (x, m)))
+        torch.cuda.synchronize()
+        best = {}
+        floor_runs = []
+        for _ in range(args.rounds):
+            t = time_once_ms(copy, reps)
+            floor_runs.append(t)
+            for w, cands, _, _ in prepared:
+                for name, fn in cands.items():
+                    t = time_once_ms(fn, reps)
+                    key = (w["name"], name)
+                    best[key] = min(best.get(key, float("inf")), t)
+        floor = min(floor_runs)
+        spread = (max(floor_runs) - floor) / floor
+        for w, cands, bitwise, _ in prepared:
+            get = lambda k: best.get((w["name"], k), float("nan"))  # noqa: E731
+            row = dict(workload=w["name"], shape=list(w["shape"]), dtype=str(w["dtype"]),
+                       dim=w["dim"], fwd_bwd=w["bwd"], bytes=nbytes, copy_ms=floor,
+                       copy_spread=spread, scanops_ms=get("scanops"), eager_ms=get("eager"),
+                       compile_ms=get("compile"), bitwise_repro=bitwise)
+            for k in ("scanops", "eager", "compile"):
+                row[k + "_share"] = floor / row[k + "_ms"]
+            rows.append(row)
+            flag = " FLOOR SPREAD > 3%" if spread > 0.03 else ""
+            flag += " SHARE > 100%: measurement suspect" if row["scanops_share"] > 1.0 else ""
+            print(f"{w['name']:28s} floor {floor:8.3f} ms (spread {100 * spread:4.1f}%)  "
+                  f"scanops {row['scanops_ms']:8.3f} ({100 * row['scanops_share']:5.1f}%)  "
+                  f"eager {100 * row['eager_share']:5.1f}%  compile "
+                  f"{100 * row['compile_share']:5.1f}%  bitwise {bitwise}{flag}", flush=True)
+        del prepared, src, dst
+
+    try:
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                                text=True, cwd=os.path.dirname(__file__)).stdout.strip()
+    except OSError:
+        commit = ""
+    meta = dict(device=props.name, torch=torch.__version__, date=time.strftime("%Y-%m-%d"),
+                commit=commit, rounds=args.rounds, quick=args.quick,
+                seconds=round(time.time() - t_start, 1))
+    head = (f"Device: {props.name}, torch {torch.__version__}, {meta['date']}, "
+            f"commit {commit}, float32 unless noted, best of {args.rounds} rounds\n\n"
+            "| workload | MiB moved | floor ms (spread) | scanops ms | scanops | eager | compile "
+            "| bitwise |\n|---|---|---|---|---|---|---|---|\n")
+
+    def pct(v):
+        return "-" if v != v else f"{100 * v:.0f}%"
     md = head + "".join(
-        f"| {r['workload']} | {r['bytes'] / 2**20:.0f} MiB | {r['copy_ms']:.3f} | {r['scanops_ms']:.3f} "
-        f"| {100 * r['scanops_share']:.0f}% | {100 * r['eager_share']:.0f}% | {100 * r['compile_share']:.0f}% |\n"
-        for r in rows)
+        f"| {r['workload']} | {r['bytes'] / 2**20:.0f} | {r['copy_ms']:.3f} "
+        f"({100 * r['copy_spread']:.1f}%) | {r['scanops_ms']:.3f} | {pct(r['scanops_share'])} "
+        f"| {pct(r['eager_share'])} | {pct(r['compile_share'])} "
+        f"| {'yes' if r['bitwise_repro'] else 'NO'} |\n" for r in rows)
     print()
     print(md)
     if args.json:
         with open(args.json, "w") as f:
-            json.dump(dict(device=props.name, torch=torch.__version__, rows=rows), f, indent=1)
+            json.dump(dict(meta, rows=rows), f, indent=1)
     if args.md:
         with open(args.md, "w") as f:
             f.write(md)

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # What one call of the lent GPU machine runs: build against its preinstalled torch, every
 # test (CUDA included), compute-sanitizer on the CUDA kernels, and the GPU benchmark.
-# Logs go to $OUT (or ./gpu-out). Usage: scripts/gpu_session.sh [build|test|sanitize|bench]...
+# Logs go to $OUT (or ./gpu-out). Usage: scripts/gpu_session.sh [build|test|exact|sanitize|consumers|bench|cpubench]...
+# BENCH_ARGS passes options to bench/bench_gpu.py (e.g. --no-compile --rounds 3).
 set -uo pipefail
 REPO="$(cd "$(dirname "$0")/.." && pwd)"
 OUT="${OUT:-$REPO/gpu-out}"
@@ -33,11 +34,16 @@ for s in "${steps[@]}"; do
       ( cd "$REPO" && "$SCANOPS_PYTHON" test/cuda_exact_check.py ) > "$OUT/exact.log" 2>&1 || rc=1
       tail -4 "$OUT/exact.log" ;;
     sanitize)
-      ( cd "$REPO" && compute-sanitizer --tool memcheck --error-exitcode 3 "$SCANOPS_PYTHON" test/sanitize_cases.py ) > "$OUT/sanitize.log" 2>&1 || rc=1
-      tail -4 "$OUT/sanitize.log" ;;
+      for tool in memcheck racecheck; do
+        ( cd "$REPO" && compute-sanitizer --tool $tool --error-exitcode 3 "$SCANOPS_PYTHON" test/sanitize_cases.py ) > "$OUT/sanitize-$tool.log" 2>&1 || rc=1
+        echo "compute-sanitizer $tool:"; tail -3 "$OUT/sanitize-$tool.log"
+      done ;;
     bench)
-      ( cd "$REPO" && "$SCANOPS_PYTHON" bench/bench_gpu.py --json "$OUT/bench_gpu.json" --md "$OUT/bench_gpu.md" ) > "$OUT/bench.log" 2>&1 || rc=1
-      tail -22 "$OUT/bench.log" ;;
+      ( cd "$REPO" && "$SCANOPS_PYTHON" bench/bench_gpu.py --json "$OUT/bench_gpu.json" --md "$OUT/bench_gpu.md" ${BENCH_ARGS:-} ) > "$OUT/bench.log" 2>&1 || rc=1
+      grep -v "^|" "$OUT/bench.log" | tail -40 ;;
+    cpubench)
+      ( cd "$REPO" && "$SCANOPS_PYTHON" bench/bench_cpu.py --json "$OUT/bench_cpu.json" --md "$OUT/bench_cpu.md" ) > "$OUT/bench_cpu.log" 2>&1 || rc=1
+      tail -30 "$OUT/bench_cpu.log" ;;
     *) "$s" ;;
   esac
 done

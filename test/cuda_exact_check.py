@@ -50,7 +50,8 @@ shapes = [((1,), 0), ((7,), 0), ((2048,), 0), ((2049,), 0), ((100003,), 0), (((1
           ((2200, 2049), 1), ((2500, 5000), 1), ((3, 70001), 1), ((4, 1 << 18), 1),
           ((1, 1), 1), ((1, 1), 0), ((257, 129), 0), ((8, 300, 64), 1), ((2, 3, 1), 2),
           ((1 << 12, 64), 1), ((1000, 3), 0), ((5, 7, 3), 1), ((4096, 33), 0), ((3, 40000, 2), 1),
-          ((1, 1 << 20, 2), 1), ((2, 5, 1, 3), 1), ((70000, 2), 0), ((3, 1), 0), ((1 << 15, 1), 1)]
+          ((1, 1 << 20, 2), 1), ((2, 5, 1, 3), 1), ((70000, 2), 0), ((3, 1), 0), ((1 << 15, 1), 1),
+          ((1000, 40), 0), ((3, 600, 100), 1), ((5000, 64), 0), ((300, 33), 0), ((20000, 3), 1)]
 dtypes = [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int8, torch.int16,
           torch.int32, torch.int64, torch.uint8, torch.bool]
 flags = [(False, False), (True, False), (False, True), (True, True)]
@@ -200,6 +201,42 @@ ncase += 1
 if not (torch.equal(y, ref_scan(x, 1, False, True)) and torch.equal(z, torch.cumsum(x, 0))):
     bad.append("graph")
 print("graph capture:", "ok" if "graph" not in bad else "MISMATCH", flush=True)
+
+# Run-to-run reproducibility: every kernel path on random float data (where the order of
+# combination shows in the last bits), twice, bit for bit; and near a float64 reference.
+paths = [((4096, 1000), 1, "packed rows"), ((20000, 9000), 1, "block per row"),
+         ((128, 4000), 1, "block per row, few rows"), ((4, 3 << 20), 1, "look-back rows"),
+         (((1 << 26) + 3,), 0, "look-back 1-D"), ((1 << 20, 64), 0, "column tile (inner 64)"),
+         ((4, 20000, 4096), 1, "column tile, middle dim"), ((1 << 22, 4), 0, "three-pass columns"),
+         ((64, 4096, 2048), 1, "thread per column")]
+for shape, dim, what in paths:
+    for dt in (torch.float32, torch.bfloat16, torch.float64):
+        xr = torch.randn(shape, device=dev, dtype=torch.float64)
+        ar = torch.rand(shape, device=dev, dtype=torch.float64) * 0.5 + 0.5
+        x, a = xr.to(dt), ar.to(dt)
+        for e, r in [(False, False), (True, True)]:
+            for opname, f in [("cumsum", lambda: ops.cumsum(x, dim, exclusive=e, reverse=r)),
+                              ("cumprod", lambda: ops.cumprod(a, dim, exclusive=e, reverse=r)),
+                              ("linrec", lambda: ops.linear_recurrence(a, x, dim, exclusive=e, reverse=r))]:
+                if dt == torch.float64 and opname != "cumsum":
+                    continue
+                y1, y2 = f(), f()
+                ncase += 1
+                if not torch.equal(y1, y2):
+                    bad.append(f"repro {what} {opname} {dt} {e} {r}")
+                    print("NOT REPRODUCIBLE", what, shape, dim, opname, dt, e, r, flush=True)
+                if opname == "cumsum":
+                    ref = ref_scan(x.double(), dim, e, r)
+                    err = ((y1.double() - ref).abs().max() / ref.abs().max().clamp_min(1)).item()
+                    tol = {torch.float32: 1e-5, torch.bfloat16: 2e-2, torch.float64: 1e-12}[dt]
+                    ncase += 1
+                    if not err < tol:
+                        bad.append(f"accuracy {what} {dt} {e} {r}")
+                        print("INACCURATE", what, shape, dim, dt, e, r, err, flush=True)
+                del y1, y2
+        del xr, ar, x, a
+    torch.cuda.empty_cache()
+    print(f"repro {what} {shape} dim={dim} done", flush=True)
 
 print(f"TOTAL {ncase} checks, {len(bad)} mismatches")
 sys.exit(1 if bad else 0)

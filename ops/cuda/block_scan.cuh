@@ -78,11 +78,16 @@ struct BlockScan {
 
   // `has_head`: the thread's items contain a segment head; `agg`: the combined state of its
   // items from its last head on (all of them if none). Returns the state the thread's items
-  // continue from (that of the preceding threads' open segment, `carry` included while no
+  // continue from (that of the preceding threads' open segment, the carry included while no
   // head has occurred); `total` receives the state after the last thread, i.e. the carry of
-  // the next tile. Has two __syncthreads: every thread of the block must call it.
+  // the next tile.
+  // `carry_op(block_aggregate)` gives the carry the tile continues from. It is called by the
+  // 32 lanes of warp 0 together (it may be a warp-wide look-back, as CUB's prefix callback)
+  // once the block's aggregate is known, and must return the same state in every lane.
+  // Has two __syncthreads: every thread of the block must call it.
+  template <class CarryOp>
   static __device__ __forceinline__ state_t exclusive_scan(Storage& st, bool has_head,
-                                                           const state_t& agg, const state_t& carry,
+                                                           const state_t& agg, CarryOp&& carry_op,
                                                            state_t& total) {
     const int lane = threadIdx.x % kWarpSize;
     const int warp = threadIdx.x / kWarpSize;
@@ -94,11 +99,12 @@ struct BlockScan {
     }
     __syncthreads();
     if (warp == 0) {
-      // Scan the warps' aggregates the same way, continued from `carry`.
+      // Scan the warps' aggregates the same way, then continue them from the carry.
       const bool valid = lane < kWarps;
       const state_t a = valid ? st.warp_agg[lane] : Combine::identity();
       const unsigned wheads = __ballot_sync(kFullMask, valid && st.warp_head[lane]);
       const state_t winc = warp_inclusive_scan<Combine>(a, wheads, lane);
+      const state_t carry = carry_op(shfl_idx(winc, kWarps - 1));
       const state_t after = (wheads & lanemask_le(lane)) ? winc : Combine::combine(carry, winc);
       const state_t before = shfl_up(after, 1);
       if (valid) st.warp_prefix[lane] = lane == 0 ? carry : before;

@@ -1,11 +1,18 @@
 // scanops CUDA back end, layers 3-4 for scans along an outer dim (inner > 1).
 //
 // The lines are the (outer, inner) columns: element (o, l, i) at (o * length + l) * inner + i.
-// A thread walks one column (or one chunk of it) along the scan dim carrying its state;
-// consecutive threads take consecutive columns, so every step is a coalesced access across
-// the warp, and kColUnroll loads are issued before they are combined. With too few columns
-// to fill the GPU the scan dim is chunked and done in three passes, the chunk totals being
-// scanned by the row machinery (they are short rows: one per column).
+// Three kernel families, chosen by shape in scan_columns:
+//   column_scan_kernel   a thread walks one column along the scan dim carrying its state;
+//                        consecutive threads take consecutive columns (coalesced), kColUnroll
+//                        loads issued before they are combined. One launch, for problems with
+//                        enough columns to fill the GPU (or short scans).
+//   column_tile_kernel   single pass for few wide columns (inner >= 32): a tile is 32 columns
+//                        x kColTileRows scan positions, a warp per band of rows, a lane per
+//                        column, the tile's data in registers; the tiles of a column band are
+//                        chained by a per-column deterministic look-back (each element read
+//                        once, written once; the carry order is fixed: run-to-run identical).
+//   three passes         few narrow columns (inner < 32): chunk totals (column_scan_kernel),
+//                        their exclusive scan (scan_rows), rescan from the carries.
 #pragma once
 
 #include "ops/cuda/row_scan.cuh"
@@ -86,6 +93,168 @@ __global__ void __launch_bounds__(kColThreads, 4)
   }
 }
 
+// ---------------------------------------------------------------------------------------
+// column_tile_kernel: tiles of kColWarps bands x kBandRows rows x 32 columns.
+constexpr int kColWarps = 8;
+constexpr int kColTileThreads = kColWarps * kWarpSize;
+
+// Rows per band (per thread): 128 bytes of states in registers.
+template <class state_t>
+constexpr int col_band_rows() {
+  return 128 / static_cast<int>(sizeof(state_t)) < 32 ? 128 / static_cast<int>(sizeof(state_t))
+                                                       : 32;
+}
+
+struct ColTileGeometry {
+  int64_t outer, length, inner;
+  int64_t col_tiles;  // per outer index: ceil(inner / 32)
+  int64_t row_tiles;  // ceil(length / tile rows)
+  bool exclusive;
+  bool reverse;
+};
+
+// Status of the column tiles: a flag per tile, 32 states (one per column) per tile.
+template <class state_t>
+ChunkStatus<state_t> make_column_status(const LaunchContext& ctx, int64_t tiles) {
+  const int64_t flag_bytes = 16 + 4 * tiles;
+  auto* base = static_cast<unsigned char*>(ctx.scratch->allocate(flag_bytes));
+  C10_CUDA_CHECK(cudaMemsetAsync(base, 0, flag_bytes, ctx.stream));
+  return {reinterpret_cast<unsigned long long*>(base), reinterpret_cast<unsigned*>(base + 16),
+          scratch_states<state_t>(ctx, tiles * kWarpSize),
+          scratch_states<state_t>(ctx, tiles * kWarpSize)};
+}
+
+// Work item = row tile r x column band b (b over outer x col_tiles), item = r * bands + b, taken
+// in order from the status counter: a tile's predecessor (r - 1, b) was taken earlier by a
+// running block, so the look-back cannot deadlock.
+template <class Combine, class Source, class Sink>
+__global__ void __launch_bounds__(kColTileThreads, 2)
+    column_tile_kernel(Source src, Sink dst, ColTileGeometry g,
+                       ChunkStatus<typename Combine::state_t> status) {
+  using state_t = typename Combine::state_t;
+  constexpr int R = col_band_rows<state_t>();
+  constexpr int kTileRows = kColWarps * R;
+  constexpr int kWindow = 8;                  // predecessors read at once
+  constexpr int kHistory = 4 * kWindow;       // kept for the fold
+  __shared__ RawArray<state_t, kColWarps * kWarpSize> band_prefix;  // [warp][lane]
+  __shared__ RawArray<state_t, kHistory * kWarpSize> history;       // [d][lane]
+  __shared__ int64_t next_item;
+
+  const int lane = threadIdx.x % kWarpSize;
+  const int warp = threadIdx.x / kWarpSize;
+  const int64_t bands = g.outer * g.col_tiles;
+  const int64_t items = bands * g.row_tiles;
+
+  for (;;) {
+    if (threadIdx.x == 0) next_item = static_cast<int64_t>(atomicAdd(status.counter, 1ull));
+    __syncthreads();
+    const int64_t item = next_item;
+    if (item >= items) break;
+    const int64_t rt = item / bands;
+    const int64_t band = item - rt * bands;
+    const int64_t o = band / g.col_tiles;
+    const int64_t col = (band - o * g.col_tiles) * kWarpSize + lane;
+    const bool active = col < g.inner;
+    // Scan positions of this thread: s0 + k, k < R (those < length).
+    const int64_t s0 = rt * kTileRows + int64_t{warp} * R;
+    const int64_t step = g.reverse ? -g.inner : g.inner;
+    const int64_t idx0 = (o * g.length + (g.reverse ? g.length - 1 - s0 : s0)) * g.inner + col;
+    const int64_t m = std::min<int64_t>(R, g.length - s0);  // may be <= 0 in the last tile
+
+    state_t x[R];
+#pragma unroll
+    for (int k = 0; k < R; ++k) {
+      x[k] = (active && k < m) ? src.load(idx0 + k * step) : Combine::identity();
+    }
+#pragma unroll
+    for (int k = 1; k < R; ++k) x[k] = Combine::combine(x[k - 1], x[k]);
+    band_prefix[warp * kWarpSize + lane] = x[R - 1];
+    __syncthreads();
+
+    if (warp == 0) {
+      // Per column: the bands' exclusive prefixes within the tile, and the tile's aggregate.
+      state_t agg = Combine::identity();
+#pragma unroll
+      for (int w = 0; w < kColWarps; ++w) {
+        const state_t a = band_prefix[w * kWarpSize + lane];
+        band_prefix[w * kWarpSize + lane] = agg;
+        agg = Combine::combine(agg, a);
+      }
+      // Per column: the carry from the tiles above (deterministic look-back, as lookback.cuh:
+      // the sequential left fold from the nearest inclusive prefix).
+      state_t carry = Combine::identity();
+      if (rt > 0) {
+        detail::store_cg(status.aggregate + item * kWarpSize + lane, agg);
+        __threadfence();
+        __syncwarp();
+        if (lane == 0) detail::store_release(status.flags + item, kAggregate);
+        int depth = 0;
+        for (;;) {
+          // Lane d < kWindow reads the flag of tile rt - 1 - depth - d (tiles above row 0:
+          // inclusive identity).
+          const int64_t r_j = rt - 1 - depth - lane;
+          unsigned flag = kInclusive;
+          if (lane < kWindow && r_j >= 0) {
+            while ((flag = detail::load_acquire(status.flags + r_j * bands + band)) == kEmpty) {
+            }
+          }
+          const unsigned inclusive = __ballot_sync(kFullMask, lane < kWindow && flag == kInclusive);
+          const int stop = inclusive != 0 ? __ffs(static_cast<int>(inclusive)) - 1 : kWindow - 1;
+          // Every lane reads its column's state of the tiles up to `stop`.
+#pragma unroll
+          for (int d = 0; d < kWindow; ++d) {
+            if (d <= stop) {
+              const int64_t r_d = rt - 1 - depth - d;
+              const bool inc = (inclusive >> d) & 1u;
+              state_t v = Combine::identity();
+              if (r_d >= 0) {
+                // Each lane acquires the flag itself (another lane read it for the ballot).
+                const int64_t j = r_d * bands + band;
+                const unsigned need = inc ? kInclusive : kAggregate;
+                while (detail::load_acquire(status.flags + j) < need) {
+                }
+                v = detail::load_cg((inc ? status.inclusive : status.aggregate) + j * kWarpSize +
+                                    lane);
+              }
+              history[(depth + d) * kWarpSize + lane] = v;
+            }
+          }
+          depth += stop + 1;
+          if (inclusive != 0) break;
+          if (depth + kWindow > kHistory) depth = 0;  // start again from the nearest
+        }
+        carry = history[(depth - 1) * kWarpSize + lane];
+#pragma unroll 1
+        for (int d = depth - 2; d >= 0; --d) {
+          carry = Combine::combine(carry, history[d * kWarpSize + lane]);
+        }
+      }
+      detail::store_cg(status.inclusive + item * kWarpSize + lane, Combine::combine(carry, agg));
+      __threadfence();
+      __syncwarp();
+      if (lane == 0) detail::store_release(status.flags + item, kInclusive);
+#pragma unroll
+      for (int w = 0; w < kColWarps; ++w) {
+        band_prefix[w * kWarpSize + lane] =
+            Combine::combine(carry, band_prefix[w * kWarpSize + lane]);
+      }
+    }
+    __syncthreads();
+    const state_t prefix = band_prefix[warp * kWarpSize + lane];
+    if (active) {
+#pragma unroll
+      for (int k = 0; k < R; ++k) {
+        if (k < m) {
+          dst.store(idx0 + k * step,
+                    g.exclusive ? (k == 0 ? prefix : Combine::combine(prefix, x[k - 1]))
+                                : Combine::combine(prefix, x[k]));
+        }
+      }
+    }
+    // (the next item's first barrier orders these reads of band_prefix before its writes)
+  }
+}
+
 // Scans the columns of an outer x length x inner problem along length.
 template <class Combine, class Source, class Sink>
 void scan_columns(const LaunchContext& ctx, const Source& src, const Sink& dst, int64_t outer,
@@ -93,6 +262,18 @@ void scan_columns(const LaunchContext& ctx, const Source& src, const Sink& dst, 
   using state_t = typename Combine::state_t;
   const int64_t columns = outer * inner;
   const int64_t wanted = ctx.sms * kColThreadsWantedPerSM;
+  constexpr int64_t kTileRows = kColWarps * col_band_rows<state_t>();
+  if (columns < wanted && inner >= kWarpSize && length > kTileRows) {
+    const ColTileGeometry g{outer, length, inner, ceil_div(inner, kWarpSize),
+                           ceil_div(length, kTileRows), flags.exclusive, flags.reverse};
+    const int64_t items = outer * g.col_tiles * g.row_tiles;
+    const auto status = make_column_status<state_t>(ctx, items);
+    column_tile_kernel<Combine, Source, Sink>
+        <<<grid_size(ctx, items, kColBlocksPerSM), kColTileThreads, 0, ctx.stream>>>(src, dst, g,
+                                                                                     status);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    return;
+  }
   int64_t chunk_len = length;
   if (columns < wanted && length >= 2 * kMinColChunk) {
     chunk_len = std::max(kMinColChunk, ceil_div(length, ceil_div(wanted, columns)));

@@ -1,12 +1,20 @@
-// scanops CUDA back end, layer 1: decoupled look-back (carries between the chunks of a line
-// scanned by different blocks in one launch).
+// scanops CUDA back end, layer 1: decoupled look-back (carries between the tiles of a line
+// scanned by different blocks in one launch), deterministic.
 //
-// Each chunk publishes its aggregate as soon as its block has reduced it, then its block's
-// first warp walks back over the predecessors' published states, 32 at a time, combining
-// aggregates until it meets an inclusive prefix; the chunk then publishes its own inclusive
-// prefix. Blocks take chunks in order from an atomic counter, so every chunk a block waits
-// for belongs to a running block that publishes its aggregate without waiting: no deadlock
-// whatever the grid.
+// Each tile publishes its aggregate as soon as its block has reduced it; then its block's
+// first warp reads its predecessors' published states, 32 at a time, until it meets an
+// inclusive prefix; the tile then publishes its own inclusive prefix. Blocks take tiles in
+// order from an atomic counter, so every tile a block waits for belongs to a running block
+// that publishes its aggregate without waiting: no deadlock whatever the grid.
+//
+// Run-to-run reproducibility: which predecessors are found inclusive depends on timing, so
+// the usual look-back (a tree over whatever it found) associates differently from run to run
+// and float sums change in their last bits. Here every inclusive prefix is, by construction,
+// the *sequential left fold* of the line's tile aggregates, I(k) = I(k-1) + A(k): the walk
+// keeps what it read (up to kHistory predecessors, in shared memory) and one lane folds it
+// left to right starting from the inclusive prefix it met. Whichever inclusive prefix it
+// meets, the fold gives the same bits (by induction, each I(m) is already that fold). The
+// fold costs a few dependent combines per tile; the walk is as in CUB's decoupled look-back.
 //
 // States are arbitrary trivially copyable structs, so a status flag and its state live in
 // separate arrays: the state is written through L2 (st.cg), then the flag with release
@@ -74,35 +82,34 @@ __device__ __forceinline__ unsigned load_acquire(const unsigned* p) {
 
 }  // namespace detail
 
-// One chunk's part in the look-back: `chunk` indexes the status arrays, `first` is the index
-// of the first chunk of its line (whose predecessors belong to another line).
+// One tile's part in the look-back: `chunk` indexes the status arrays, `first` is the index
+// of the first tile of its line (whose predecessors belong to another line).
 template <class Combine>
 struct LookBack {
   using state_t = typename Combine::state_t;
+  // Predecessor states a walk keeps for the fold; a walk that finds no inclusive prefix
+  // within them starts again from the nearest predecessor (by then further ones are done).
+  static constexpr int kHistory = 4 * kWarpSize;
   struct Storage {
-    RawArray<state_t, 1> prefix;
+    RawArray<state_t, kHistory> history;  // history[d]: tile chunk - 1 - d
   };
 
   ChunkStatus<state_t> status;
   int64_t chunk;
   int64_t first;
 
-  // Publishes the chunk's aggregate, waits for the predecessors and returns the combined
-  // state of the line before the chunk (identity for a line's first chunk); publishes the
-  // chunk's inclusive prefix. Block-wide (a barrier inside, unless chunk == first): every
-  // thread calls it with the same aggregate.
-  __device__ state_t exclusive_prefix(Storage& st, const state_t& aggregate) const {
-    if (chunk == first) {
-      if (threadIdx.x == 0) publish(kInclusive, status.inclusive, aggregate);
-      return Combine::identity();
-    }
-    if (threadIdx.x < kWarpSize) {
-      const int lane = threadIdx.x;
+  // Called by the 32 lanes of warp 0 with the tile's aggregate: publishes it, waits for the
+  // predecessors, publishes the tile's inclusive prefix and returns (in every lane) the
+  // combined state of the line before the tile (identity for a line's first tile).
+  __device__ state_t warp_exclusive_prefix(Storage& st, const state_t& aggregate) const {
+    const int lane = threadIdx.x % kWarpSize;
+    state_t prefix = Combine::identity();
+    if (chunk != first) {
       if (lane == 0) publish(kAggregate, status.aggregate, aggregate);
-      state_t acc = Combine::identity();  // the predecessors walked so far, in line order
-      for (int64_t window = chunk - 1;; window -= kWarpSize) {
-        // Lane i reads chunk window - i (chunks before `first` read as an inclusive identity).
-        const int64_t j = window - lane;
+      int depth = 0;  // predecessors kept in st.history
+      for (;;) {
+        // Lane i reads tile chunk - 1 - depth - i (tiles before `first`: inclusive identity).
+        const int64_t j = chunk - 1 - depth - lane;
         unsigned flag = kInclusive;
         state_t v = Combine::identity();
         if (j >= first) {
@@ -110,23 +117,24 @@ struct LookBack {
           }
           v = detail::load_cg((flag == kInclusive ? status.inclusive : status.aggregate) + j);
         }
-        // The nearest inclusive prefix ends the walk; lanes past it do not contribute.
         const unsigned inclusive = __ballot_sync(kFullMask, flag == kInclusive);
         const int stop = inclusive != 0 ? __ffs(static_cast<int>(inclusive)) - 1 : kWarpSize - 1;
-        if (lane > stop) v = Combine::identity();
-        // Combine the window in line order (lane 31 earliest): reverse the lanes and scan.
-        v = shfl_idx(v, kWarpSize - 1 - lane);
-        v = warp_inclusive_scan<Combine>(v, 0u, lane);
-        acc = Combine::combine(shfl_idx(v, kWarpSize - 1), acc);
+        if (lane <= stop) st.history[depth + lane] = v;
+        depth += stop + 1;
         if (inclusive != 0) break;
+        if (depth == kHistory) depth = 0;  // start again from the nearest predecessor
       }
-      if (lane == 0) {
-        publish(kInclusive, status.inclusive, Combine::combine(acc, aggregate));
-        st.prefix[0] = acc;
+      __syncwarp();
+      if (lane == 0) {  // the sequential left fold, from the inclusive prefix met
+        prefix = st.history[depth - 1];
+#pragma unroll 1
+        for (int d = depth - 2; d >= 0; --d) prefix = Combine::combine(prefix, st.history[d]);
       }
+      prefix = shfl_idx(prefix, 0);
+      __syncwarp();  // history reads done before a later tile of this block writes it
     }
-    __syncthreads();
-    return st.prefix[0];
+    if (lane == 0) publish(kInclusive, status.inclusive, Combine::combine(prefix, aggregate));
+    return prefix;
   }
 
  private:
