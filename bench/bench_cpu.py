@@ -1,11 +1,20 @@
-"""CPU benchmark: scanops ops against clone() of the same bytes and torch eager.
+"""CPU benchmark: every scanops op x shape class against clone() and torch eager, per thread count.
 
-"share of clone" = time of x.clone() scaled to the op's minimal bytes / op time. Uses all
-torch threads (torch.get_num_threads()). Usage: python bench/bench_cpu.py [--size N]
+share = (clone time scaled to the op's minimal bytes) / op time, where the op's minimal bytes are
+every input read once plus the output written once, and clone() of the input moves 2 x its bytes
+(read + write). The clone floor is measured interleaved with the op and eager runs (round-robin,
+`--reps` rounds after a warm-up, best of each), so machine noise hits all three alike; the
+floor's spread ((max - min) / min over the rounds) is reported with it.
+
+Usage:
+  python bench/bench_cpu.py [--threads 1,2,16] [--elems N] [--reps R] [--json F] [--md F]
+Default threads: 1, 2 and all (os.cpu_count()); default size: 2^26 float32 elements per tensor.
+Loads the library like the tests: SCANOPS_LIBRARY, else build/libscanops.so (through python/scanops).
 """
 import argparse
+import json
 import os
-import statistics
+import platform
 import sys
 import time
 
@@ -17,40 +26,157 @@ import scanops  # noqa: E402,F401
 ops = torch.ops.scanops
 
 
-def bench(fn, reps=7):
-    fn()
-    ts = []
+def shapes(n):
+    """Shape classes (each with n elements): name, shape, dim."""
+    side = 1 << (n.bit_length() // 2 - 1)  # 2^26 -> 4096 x 16384
+    return [
+        (f"({side}, {n // side}) dim 1", (side, n // side), 1),
+        (f"({side}, {n // side}) dim 0", (side, n // side), 0),
+        ("1-D", (n,), 0),
+        ("(N/64, 64) dim 1", (n // 64, 64), 1),
+        ("(N/4, 4) dim 1", (n // 4, 4), 1),
+        ("(16, 4096, N/2^16) dim 1", (16, 4096, n // 65536), 1),
+        ("(N/64, 64) dim 0", (n // 64, 64), 0),
+    ]
+
+
+def cases():
+    """op name, scanops fn, eager fn (or None), inputs builder."""
+    def eager_excl(x, d):
+        return torch.cumsum(x, d) - x  # one more pass than a fused exclusive scan
+
+    return [
+        ("cumsum", lambda t, d: ops.cumsum(t["x"], d), lambda t, d: torch.cumsum(t["x"], d)),
+        ("cumsum exclusive", lambda t, d: ops.cumsum(t["x"], d, exclusive=True),
+         lambda t, d: eager_excl(t["x"], d)),
+        ("cumsum reverse", lambda t, d: ops.cumsum(t["x"], d, reverse=True),
+         lambda t, d: torch.cumsum(t["x"].flip(d), d).flip(d)),
+        ("masked_cumsum", lambda t, d: ops.masked_cumsum(t["x"], t["m"], d),
+         lambda t, d: torch.cumsum(torch.where(t["m"], t["x"], 0.0), d)),
+        ("cumprod", lambda t, d: ops.cumprod(t["x"], d), lambda t, d: torch.cumprod(t["x"], d)),
+        ("linear_recurrence", lambda t, d: ops.linear_recurrence(t["a"], t["x"], d), None),
+    ]
+
+
+def op_bytes(name, x):
+    b = 2 * x.numel() * x.element_size()
+    if name == "masked_cumsum":
+        b += x.numel()  # bool mask
+    if name == "linear_recurrence":
+        b += x.numel() * x.element_size()
+    return b
+
+
+def timed(fn):
+    t = time.perf_counter()
+    r = fn()
+    dt = time.perf_counter() - t
+    del r
+    return dt * 1e3
+
+
+def measure(x, sc, eager, reps):
+    fns = [lambda: x.clone(), sc] + ([eager] if eager else [])
+    for f in fns:  # warm-up
+        timed(f)
+    samples = [[] for _ in fns]
     for _ in range(reps):
-        t = time.perf_counter()
-        fn()
-        ts.append(time.perf_counter() - t)
-    return statistics.median(ts) * 1e3
+        for i, f in enumerate(fns):
+            samples[i].append(timed(f))
+    clone = samples[0]
+    spread = (max(clone) - min(clone)) / min(clone)
+    return min(clone), spread, min(samples[1]), (min(samples[2]) if eager else None)
+
+
+def device_name():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return f"{line.split(':', 1)[1].strip()}, {os.cpu_count()} logical CPUs"
+    except OSError:
+        pass
+    return f"{platform.processor() or platform.machine()}, {os.cpu_count()} logical CPUs"
 
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--size", type=int, default=4096, help="side of the square workload")
+    ap.add_argument("--threads", default=None, help="comma list (default: 1, 2, all)")
+    ap.add_argument("--elems", type=int, default=1 << 26, help="elements per tensor (power of 2)")
+    ap.add_argument("--reps", type=int, default=5, help="interleaved rounds (best of)")
+    ap.add_argument("--ops", default=None, help="comma list of op names to run (default: all)")
+    ap.add_argument("--shapes", default=None, help="comma list of shape indices (default: all)")
+    ap.add_argument("--json", default=None)
+    ap.add_argument("--md", default=None)
     args = ap.parse_args()
-    s = args.size
-    cases = [
-        ("cumsum dim 1", (s, s), lambda x: ops.cumsum(x, 1), lambda x: torch.cumsum(x, 1)),
-        ("cumsum dim 0", (s, s), lambda x: ops.cumsum(x, 0), lambda x: torch.cumsum(x, 0)),
-        ("cumprod dim 1", (s, s), lambda x: ops.cumprod(x, 1), lambda x: torch.cumprod(x, 1)),
-        ("reverse cumsum", (s, s), lambda x: ops.cumsum(x, 1, reverse=True),
-         lambda x: torch.cumsum(x.flip(1), 1).flip(1)),
-        ("(s*s/4, 4) dim 1", (s * s // 4, 4), lambda x: ops.cumsum(x, 1), lambda x: torch.cumsum(x, 1)),
-        ("1-D s*s", (s * s,), lambda x: ops.cumsum(x, 0), lambda x: torch.cumsum(x, 0)),
-    ]
-    print(f"threads: {torch.get_num_threads()}, torch {torch.__version__}")
-    print("| workload | clone ms | scanops ms | scanops % of clone | eager ms | eager % |")
-    print("|---|---|---|---|---|---|")
-    for name, shape, sc, tf in cases:
-        x = torch.rand(shape) * 0.02 + 0.99
-        t_clone = bench(lambda: x.clone())
-        t_sc = bench(lambda: sc(x))
-        t_tf = bench(lambda: tf(x))
-        print(f"| {name} | {t_clone:.2f} | {t_sc:.2f} | {100 * t_clone / t_sc:.0f}% | "
-              f"{t_tf:.2f} | {100 * t_clone / t_tf:.0f}% |")
+
+    all_threads = os.cpu_count() or torch.get_num_threads()
+    if args.threads:
+        threads_list = [int(t) for t in args.threads.split(",")]
+    else:
+        threads_list = sorted({1, min(2, all_threads), all_threads})
+    shape_list = shapes(args.elems)
+    if args.shapes:
+        shape_list = [shape_list[int(i)] for i in args.shapes.split(",")]
+    case_list = cases()
+    if args.ops:
+        want = args.ops.split(",")
+        case_list = [c for c in case_list if c[0] in want]
+
+    gen = torch.Generator().manual_seed(0)
+    rows = []
+    print(f"device: {device_name()}, torch {torch.__version__}, threads {threads_list}", flush=True)
+    hdr = "| workload | threads | clone ms (spread) | scanops ms | eager ms | scanops share | eager share |"
+    print(hdr + "\n|---|---|---|---|---|---|---|", flush=True)
+    for sname, shape, dim in shape_list:
+        t = {"x": torch.rand(shape, generator=gen)}
+        for name, sc, eager in case_list:
+            if name == "cumprod":
+                t["x"] = torch.rand(shape, generator=gen) * 0.02 + 0.99
+            if name == "masked_cumsum" and "m" not in t:
+                t["m"] = torch.rand(shape, generator=gen) < 0.5
+            if name == "linear_recurrence" and "a" not in t:
+                t["a"] = torch.rand(shape, generator=gen) * 0.5 + 0.5
+            x = t["x"]
+            nbytes = op_bytes(name, x)
+            for th in threads_list:
+                torch.set_num_threads(th)
+                clone_ms, spread, sc_ms, eg_ms = measure(
+                    x, lambda: sc(t, dim), (lambda: eager(t, dim)) if eager else None, args.reps)
+                floor = clone_ms * nbytes / (2 * x.numel() * x.element_size())
+                row = {
+                    "workload": f"{name} {sname}", "op": name, "shape": list(shape), "dim": dim,
+                    "threads": th, "bytes": nbytes, "clone_ms": round(clone_ms, 3),
+                    "clone_spread": round(spread, 3), "scanops_ms": round(sc_ms, 3),
+                    "eager_ms": round(eg_ms, 3) if eg_ms is not None else None,
+                    "scanops_share": round(floor / sc_ms, 3),
+                    "eager_share": round(floor / eg_ms, 3) if eg_ms is not None else None,
+                }
+                rows.append(row)
+                eg = f"{eg_ms:.1f}" if eg_ms is not None else "-"
+                egs = f"{100 * row['eager_share']:.0f}%" if eg_ms is not None else "-"
+                print(f"| {row['workload']} | {th} | {clone_ms:.1f} ({100 * spread:.0f}%) | {sc_ms:.1f} | "
+                      f"{eg} | {100 * row['scanops_share']:.0f}% | {egs} |", flush=True)
+            if name == "cumprod":
+                t["x"] = torch.rand(shape, generator=gen)
+        del t
+
+    out = {"device": device_name(), "torch": torch.__version__, "threads_list": threads_list,
+           "elems": args.elems, "reps": args.reps, "rows": rows}
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(out, f, indent=1)
+    if args.md:
+        with open(args.md, "w") as f:
+            f.write(f"device: {out['device']}, torch {out['torch']}, float32, {args.elems} elements "
+                    f"per tensor, best of {args.reps} interleaved rounds\n\n")
+            f.write(hdr + "\n|---|---|---|---|---|---|---|\n")
+            for r in rows:
+                eg = f"{r['eager_ms']:.1f}" if r["eager_ms"] is not None else "-"
+                egs = f"{100 * r['eager_share']:.0f}%" if r["eager_share"] is not None else "-"
+                f.write(f"| {r['workload']} | {r['threads']} | {r['clone_ms']:.1f} "
+                        f"({100 * r['clone_spread']:.0f}%) | {r['scanops_ms']:.1f} | {eg} | "
+                        f"{100 * r['scanops_share']:.0f}% | {egs} |\n")
 
 
 if __name__ == "__main__":

@@ -1,219 +1,563 @@
 // scanops: the CPU back end of the scan engine.
 //
-// The canonical problem is outer x length x inner. Independent work items are
-// (outer index, block of up to kInnerBlock inner columns); each walks the scan dimension
-// carrying one state per column, so for inner > 1 the innermost loop runs over contiguous
-// columns and vectorises. When there are fewer work items than threads and the lines are
-// long, the scan dimension is split into chunks and done in three phases: per-chunk
-// totals, an exclusive scan of the totals per line, then a rescan of each chunk from its
-// carry-in. All loops are in *scan order* (position s maps to l = reverse ? n-1-s : s).
+// The canonical problem is outer x length x inner (element (o, l, i) at (o*length + l)*inner + i).
+// All loops are in *scan order*: scan position s maps to l = reverse ? length-1-s : s.
+//
+// Arithmetic (what fixes the bits; it depends on the shape and dtype only, never on the
+// thread count or on which thread scans what):
+//   * Rows (inner == 1): a row is cut into fixed blocks of kBlockBytes of input, counted in
+//     scan order from the row's start. Inside a block the local prefix L is built from the
+//     block's own elements (SIMD: groups of 8 = two 4-lane in-register scans, see
+//     scan_cpu_avx2.h; scalar: groups of 8 with independent local prefixes). An output is
+//     value(combine(C_b, L)) where C_b is the block's carry-in, folded sequentially:
+//     C_1 = T_0, C_{b+1} = combine(C_b, T_b) (T_b: the block's total); the first block writes
+//     value(L). A block scanned by one thread from its carry-in thus gives exactly what a
+//     one-thread pass over the whole row gives.
+//   * Columns (inner > 1): every column is scanned sequentially, vectorised across the
+//     contiguous columns. When the problem has few columns (outer*inner < kFewColumns) and long
+//     lines, the length is cut into fixed blocks of rows with the same carry-in arithmetic, so
+//     long columns can be split across threads.
+// Scheduling (free to depend on the thread count): many lines -> at::parallel_for over lines;
+// few long lines -> a chained scan over the blocks of all lines: workers claim blocks in order
+// from an atomic counter, compute the block's total (reading it into cache), wait for the
+// carry-in published by the previous block's worker, publish their own carry-out, then rescan
+// the block from cache. Blocks are claimed in order, so the block a worker waits on is always
+// being processed by a running worker: no deadlock even when parallel_for runs the workers
+// inline (nested parallelism) or on fewer threads. The data is read from RAM once.
+//
+// Kernels: AVX2 + FMA (float32 / float64 inputs, float64 lanes: float32 accumulates in
+// float64 as torch's CPU kernel does) in scan_cpu_avx2.h, compiled with a GCC target pragma
+// and used only when the CPU has AVX2 and FMA (and ATen's capability is not forced to
+// DEFAULT, SCANOPS_CPU_KERNELS != generic); a portable scalar kernel for every other case.
+// Large outputs are written with streaming (non-temporal) stores.
 #include <ATen/Parallel.h>
+#include <ATen/Version.h>
 #include <ATen/core/Tensor.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <type_traits>
 #include <vector>
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define SCANOPS_AVX2_KERNELS 1
+#include <immintrin.h>
+#endif
 
 #include "ops/dispatch.h"
 
 namespace scanops {
 namespace {
 
-constexpr int64_t kInnerBlock = 64;            // columns per work item (inner > 1)
-constexpr int64_t kMinChunk = 32 * 1024;       // elements per chunk before chunking pays
+constexpr int64_t kBlockBytes = 128 * 1024;   // input bytes per block (stays in L2 for the rescan)
+constexpr int64_t kFewColumns = 4096;         // below: column scans are blocked along the length
+constexpr int64_t kGrain = 32 * 1024;         // elements per parallel task, at least
+constexpr int64_t kStreamBytes = 16 << 20;    // outputs at least this large: streaming stores
+constexpr int64_t kMaxColWidth = 2048;        // columns per work item (carry array in L1/L2)
 
-template <class Combine, class in_t, class out_t>
-struct CpuRunner {
-  using state_t = typename Combine::state_t;
+struct Ctx {
+  const void* in;
+  const void* coeff;
+  const bool* mask;
+  void* out;
+  int64_t outer, n, inner;
+  bool exclusive, reverse, stream;
+};
 
-  struct View {
-    const in_t* in;
-    const in_t* coeff;  // Affine: a[t]
-    const bool* mask;
-    out_t* out;
-    int64_t length, inner;
-    bool exclusive, reverse;
-  };
+template <class F>
+inline void with_bool(bool b, F&& f) {
+  if (b) {
+    f(std::true_type{});
+  } else {
+    f(std::false_type{});
+  }
+}
 
-  template <bool kMasked>
-  static inline state_t load(const View& v, int64_t idx) {
-    if constexpr (kMasked) {
-      if (!v.mask[idx]) return Combine::identity();
-    }
-    if constexpr (Combine::arity == 2) {
-      return Combine::template lift<in_t>(v.coeff[idx], v.in[idx]);
-    } else {
-      return Combine::template lift<in_t>(v.in[idx]);
-    }
+inline void spin_pause() {
+#if defined(SCANOPS_AVX2_KERNELS)
+  _mm_pause();
+#endif
+}
+
+}  // namespace
+
+#if defined(SCANOPS_AVX2_KERNELS)
+#pragma GCC push_options
+#pragma GCC target("avx2,fma")
+#include "ops/cpu/scan_cpu_avx2.h"
+
+namespace avx2 {
+
+// Flag dispatch of the AVX2 kernels (compiled for AVX2 too: the lambdas are defined here).
+template <class Op, class T>
+struct Kernel {
+  using S = typename Op::S;
+  using cst_t = double;
+  static constexpr int kComps = Op::K;
+  static constexpr bool kCanMask = std::is_same_v<Op, SumOp>;
+  static constexpr uintptr_t kAlign = 4 * sizeof(T);  // a streaming store writes 4 elements
+
+  static Ptrs<T> ptrs(const Ctx& c) {
+    return {static_cast<const T*>(c.in), static_cast<const T*>(c.coeff), c.mask, static_cast<T*>(c.out)};
+  }
+  static S identity() { return Op::sid(); }
+  static S fold(const S& C, const S& T_) { return Op::scomb(C, T_); }
+  static bool row_stream_ok(const Ctx& c, int64_t o) {
+    const int64_t end = c.reverse ? (o + 1) * c.n : o * c.n;
+    return c.stream && (reinterpret_cast<uintptr_t>(static_cast<T*>(c.out) + end) % kAlign == 0);
   }
 
-  // Walks scan positions [s0, s1) of columns [i0, i0 + w) of line `o`, starting from
-  // `carry` (w states, updated in place). kWrite: write outputs, else only fold (phase 1 of
-  // the chunked scan). The flags are template parameters here so the hot loops carry no
-  // branches; a single column (inner == 1, the row case) keeps its state in a register.
-  template <bool kMasked, bool kExclusive, bool kWrite>
-  static void walk_impl(const View& v, int64_t o, int64_t i0, int64_t w, int64_t s0, int64_t s1,
-                        state_t* carry) {
-    const int64_t n = v.length;
-    const int64_t step = v.reverse ? -v.inner : v.inner;
-    int64_t base = (o * n + (v.reverse ? n - 1 - s0 : s0)) * v.inner + i0;
-    auto visit = [&](state_t& c, int64_t idx) {
-      const state_t x = load<kMasked>(v, idx);
-      if constexpr (kWrite && kExclusive) v.out[idx] = static_cast<out_t>(Combine::value(c));
-      c = Combine::combine(c, x);
-      if constexpr (kWrite && !kExclusive) v.out[idx] = static_cast<out_t>(Combine::value(c));
-    };
-    if (w == 1) {
-      state_t c = carry[0];
-      for (int64_t s = s0; s < s1; ++s, base += step) visit(c, base);
-      carry[0] = c;
-      return;
-    }
-    for (int64_t s = s0; s < s1; ++s, base += step) {
-      for (int64_t j = 0; j < w; ++j) visit(carry[j], base + j);
-    }
-  }
-
-  // Whole rows [o0, o1) of an inner == 1 problem, each from identity(): one call per range of
-  // rows rather than per row, so short rows (e.g. length 4) pay no per-row set-up.
-  template <bool kMasked, bool kExclusive>
-  static void rows_impl(const View& v, int64_t o0, int64_t o1) {
-    constexpr int64_t kB = 8;  // elements per block: their local prefixes are independent of
-                               // the running carry, so the CPU overlaps blocks (ILP)
-    const int64_t n = v.length;
-    const int64_t step = v.reverse ? -1 : 1;
-    for (int64_t o = o0; o < o1; ++o) {
-      int64_t idx = o * n + (v.reverse ? n - 1 : 0);
-      state_t c = Combine::identity();
-      int64_t s = 0;
-      for (; s + kB <= n; s += kB, idx += kB * step) {
-        state_t local[kB];
-        local[0] = load<kMasked>(v, idx);
-        for (int64_t k = 1; k < kB; ++k) {
-          local[k] = Combine::combine(local[k - 1], load<kMasked>(v, idx + k * step));
-        }
-        for (int64_t k = 0; k < kB; ++k) {
-          const state_t y = kExclusive ? (k == 0 ? c : Combine::combine(c, local[k - 1]))
-                                       : Combine::combine(c, local[k]);
-          v.out[idx + k * step] = static_cast<out_t>(Combine::value(y));
-        }
-        c = Combine::combine(c, local[kB - 1]);
-      }
-      for (; s < n; ++s, idx += step) {
-        const state_t x = load<kMasked>(v, idx);
-        if constexpr (kExclusive) v.out[idx] = static_cast<out_t>(Combine::value(c));
-        c = Combine::combine(c, x);
-        if constexpr (!kExclusive) v.out[idx] = static_cast<out_t>(Combine::value(c));
-      }
-    }
-  }
-
-  static void rows(const View& v, int64_t o0, int64_t o1) {
-    const bool masked = v.mask != nullptr;
-    if (v.exclusive) {
-      return masked ? rows_impl<true, true>(v, o0, o1) : rows_impl<false, true>(v, o0, o1);
-    }
-    return masked ? rows_impl<true, false>(v, o0, o1) : rows_impl<false, false>(v, o0, o1);
-  }
-
-  static void walk(const View& v, int64_t o, int64_t i0, int64_t w, int64_t s0, int64_t s1,
-                   state_t* carry, bool write) {
-    const bool masked = v.mask != nullptr;
+  __attribute__((noinline)) static S row_block(const Ctx& c, int64_t o, int64_t s0, int64_t s1, const S& C,
+                                               bool carry, bool write) {
+    const auto p = ptrs(c);
+    const bool masked = kCanMask && c.mask != nullptr;
+    S r{};
     if (!write) {
-      return masked ? walk_impl<true, false, false>(v, o, i0, w, s0, s1, carry)
-                    : walk_impl<false, false, false>(v, o, i0, w, s0, s1, carry);
+      with_bool(c.reverse, [&](auto R) {
+        with_bool(masked, [&](auto M) {
+          if constexpr (kCanMask || !M())
+            r = row_block_impl<Op, T, R(), M(), false, false, false, false>(p, o * c.n, c.n, s0, s1, C);
+        });
+      });
+      return r;
     }
-    if (v.exclusive) {
-      return masked ? walk_impl<true, true, true>(v, o, i0, w, s0, s1, carry)
-                    : walk_impl<false, true, true>(v, o, i0, w, s0, s1, carry);
-    }
-    return masked ? walk_impl<true, false, true>(v, o, i0, w, s0, s1, carry)
-                  : walk_impl<false, false, true>(v, o, i0, w, s0, s1, carry);
+    with_bool(c.reverse, [&](auto R) {
+      with_bool(masked, [&](auto M) {
+        with_bool(c.exclusive, [&](auto E) {
+          with_bool(carry, [&](auto Cy) {
+            with_bool(row_stream_ok(c, o), [&](auto NT) {
+              if constexpr (kCanMask || !M())
+                r = row_block_impl<Op, T, R(), M(), E(), true, Cy(), NT()>(p, o * c.n, c.n, s0, s1, C);
+            });
+          });
+        });
+      });
+    });
+    return r;
   }
 
-  static void run(const ScanProblem& p) {
-    View v{p.input.const_data_ptr<in_t>(),
-           p.coeff.defined() ? p.coeff.const_data_ptr<in_t>() : nullptr,
-           p.mask.defined() ? p.mask.const_data_ptr<bool>() : nullptr,
-           p.output.mutable_data_ptr<out_t>(),
-           p.length,
-           p.inner,
-           p.spec.flags.exclusive,
-           p.spec.flags.reverse};
-    const int64_t col_blocks = (p.inner + kInnerBlock - 1) / kInnerBlock;
-    const int64_t items = p.outer * col_blocks;
-    const int64_t width = std::min(p.inner, kInnerBlock);
-    auto item_cols = [&](int64_t item, int64_t& o, int64_t& i0, int64_t& w) {
-      o = item / col_blocks;
-      i0 = (item % col_blocks) * kInnerBlock;
-      w = std::min(kInnerBlock, p.inner - i0);
-    };
+  // Whole rows [o0, o1), each a single block (length <= block size).
+  __attribute__((noinline)) static void rows_short(const Ctx& c, int64_t o0, int64_t o1) {
+    const auto p = ptrs(c);
+    const bool masked = kCanMask && c.mask != nullptr;
+    const bool nt = c.stream && reinterpret_cast<uintptr_t>(p.out) % kAlign == 0 && c.n % 4 == 0;
+    with_bool(c.reverse, [&](auto R) {
+      with_bool(masked, [&](auto M) {
+        with_bool(c.exclusive, [&](auto E) {
+          with_bool(nt, [&](auto NT) {
+            if constexpr (kCanMask || !M()) {
+              if (c.n == 4) {
+                rows4_impl<Op, T, R(), M(), E(), NT()>(p, o0, o1);
+              } else {
+                for (int64_t o = o0; o < o1; ++o)
+                  row_block_impl<Op, T, R(), M(), E(), true, false, NT()>(p, o * c.n, c.n, 0, c.n, Op::sid());
+              }
+            }
+          });
+        });
+      });
+    });
+  }
 
-    const int64_t threads = at::get_num_threads();
-    const int64_t elems_per_item = p.length * width;
-    int64_t chunks = 1;
-    if (items < 2 * threads && elems_per_item >= 2 * kMinChunk) {
-      chunks = std::min<int64_t>(p.length, std::max<int64_t>(
-                                               1, std::min<int64_t>(
-                                                      (2 * threads + items - 1) / items,
-                                                      elems_per_item / kMinChunk)));
+  static void col_identity(double* st, int64_t w) {
+    for (int k = 0; k < Op::K; ++k) {
+      const double v = k == 0 ? (Op::K == 2 ? 1.0 : Op::svalue(Op::sid())) : 0.0;
+      std::fill(st + k * w, st + (k + 1) * w, v);
     }
-
-    if (chunks == 1) {
-      // Enough independent lines: each item scans its whole line.
-      const int64_t grain = std::max<int64_t>(1, kMinChunk / std::max<int64_t>(1, elems_per_item));
-      if (p.inner == 1) {  // items are rows
-        at::parallel_for(0, items, grain,
-                         [&](int64_t begin, int64_t end) { rows(v, begin, end); });
-        return;
-      }
-      at::parallel_for(0, items, grain, [&](int64_t begin, int64_t end) {
-        state_t carry[kInnerBlock];
-        for (int64_t item = begin; item < end; ++item) {
-          int64_t o, i0, w;
-          item_cols(item, o, i0, w);
-          std::fill(carry, carry + w, Combine::identity());
-          walk(v, o, i0, w, 0, p.length, carry, /*write=*/true);
-        }
+  }
+  // C = carry ? combine(C, L) : L
+  __attribute__((noinline)) static void col_fold(double* C, const double* L, int64_t w, bool carry) {
+    for (int64_t j = 0; j < w; ++j) {
+      const S l = Op::from_comps(L, w, j);
+      Op::to_comps(carry ? Op::scomb(Op::from_comps(C, w, j), l) : l, C, w, j);
+    }
+  }
+  __attribute__((noinline)) static void col_walk(const Ctx& c, int64_t o, int64_t i0, int64_t w, int64_t s0,
+                                                 int64_t s1, double* L, const double* C, bool write) {
+    const auto p = ptrs(c);
+    const bool masked = kCanMask && c.mask != nullptr;
+    const bool nt = c.stream && c.inner % 4 == 0 && i0 % 4 == 0 &&
+                    reinterpret_cast<uintptr_t>(p.out) % kAlign == 0;
+    if (!write) {
+      with_bool(masked, [&](auto M) {
+        if constexpr (kCanMask || !M())
+          col_walk_impl<Op, T, M(), false, false, false, false>(p, c.n, c.inner, c.reverse, o, i0, w, s0, s1, L,
+                                                                nullptr);
       });
       return;
     }
-
-    // Three phases over (item, chunk) tasks.
-    const int64_t chunk_len = (p.length + chunks - 1) / chunks;
-    const int64_t tasks = items * chunks;
-    std::vector<state_t> totals(static_cast<size_t>(tasks * width), Combine::identity());
-    at::parallel_for(0, tasks, 1, [&](int64_t begin, int64_t end) {
-      for (int64_t t = begin; t < end; ++t) {
-        int64_t o, i0, w;
-        item_cols(t / chunks, o, i0, w);
-        const int64_t c = t % chunks;
-        const int64_t s0 = c * chunk_len, s1 = std::min(p.length, s0 + chunk_len);
-        if (c == chunks - 1 || s0 >= s1) continue;  // the last chunk's total is never needed
-        walk(v, o, i0, w, s0, s1, &totals[t * width], /*write=*/false);
-      }
+    with_bool(masked, [&](auto M) {
+      with_bool(c.exclusive, [&](auto E) {
+        with_bool(C != nullptr, [&](auto Cy) {
+          with_bool(nt, [&](auto NT) {
+            if constexpr (kCanMask || !M())
+              col_walk_impl<Op, T, M(), E(), true, Cy(), NT()>(p, c.n, c.inner, c.reverse, o, i0, w, s0, s1, L, C);
+          });
+        });
+      });
     });
-    // Exclusive scan of chunk totals per item (chunks is small): totals become carry-ins.
-    for (int64_t item = 0; item < items; ++item) {
-      std::vector<state_t> run(static_cast<size_t>(width), Combine::identity());
-      for (int64_t c = 0; c < chunks; ++c) {
-        state_t* tot = &totals[(item * chunks + c) * width];
-        for (int64_t j = 0; j < width; ++j) {
-          const state_t t = tot[j];
-          tot[j] = run[j];
-          run[j] = Combine::combine(run[j], t);
-        }
+  }
+  static void finish(const Ctx& c) {
+    if (c.stream) sfence();
+  }
+};
+
+}  // namespace avx2
+#pragma GCC pop_options
+#endif  // SCANOPS_AVX2_KERNELS
+
+namespace {
+
+// ---- the portable scalar kernel -----------------------------------------------------------
+template <class Combine, class in_t, class out_t>
+struct GenericKernel {
+  using S = typename Combine::state_t;
+  using cst_t = S;
+  static constexpr int kComps = 1;
+
+  static S identity() { return Combine::identity(); }
+  static S fold(const S& C, const S& T_) { return Combine::combine(C, T_); }
+
+  template <bool kMasked>
+  static inline S load(const Ctx& c, int64_t idx) {
+    if constexpr (kMasked) {
+      if (!c.mask[idx]) return Combine::identity();
+    }
+    const in_t* in = static_cast<const in_t*>(c.in);
+    if constexpr (Combine::arity == 2) {
+      return Combine::template lift<in_t>(static_cast<const in_t*>(c.coeff)[idx], in[idx]);
+    } else {
+      return Combine::template lift<in_t>(in[idx]);
+    }
+  }
+
+  template <bool kRev, bool kMask, bool kExcl, bool kWrite, bool kCarry>
+  static S row_block_impl(const Ctx& c, int64_t o, int64_t s0, int64_t s1, const S& C) {
+    out_t* out = static_cast<out_t*>(c.out);
+    const int64_t row = o * c.n, n = c.n;
+    auto at = [&](int64_t s) { return kRev ? row + n - 1 - s : row + s; };
+    using val_t = decltype(Combine::value(C));
+    S L = Combine::identity();
+    val_t prev = Combine::value(kCarry ? C : Combine::identity());
+    auto emit = [&](int64_t idx, const S& R) {
+      const val_t v = Combine::value(kCarry ? Combine::combine(C, R) : R);
+      out[idx] = static_cast<out_t>(kExcl ? prev : v);
+      prev = v;
+    };
+    constexpr int64_t kB = 8;  // local prefixes of 8 elements are independent of L (ILP)
+    int64_t s = s0;
+    for (; s + kB <= s1; s += kB) {
+      S loc[kB];
+      loc[0] = load<kMask>(c, at(s));
+      for (int64_t k = 1; k < kB; ++k) loc[k] = Combine::combine(loc[k - 1], load<kMask>(c, at(s + k)));
+      if constexpr (kWrite) {
+        for (int64_t k = 0; k < kB; ++k) emit(at(s + k), Combine::combine(L, loc[k]));
+      }
+      L = Combine::combine(L, loc[kB - 1]);
+    }
+    for (; s < s1; ++s) {
+      L = Combine::combine(L, load<kMask>(c, at(s)));
+      if constexpr (kWrite) emit(at(s), L);
+    }
+    return L;
+  }
+
+  static S row_block(const Ctx& c, int64_t o, int64_t s0, int64_t s1, const S& C, bool carry, bool write) {
+    S r{};
+    const bool masked = c.mask != nullptr;
+    if (!write) {
+      with_bool(c.reverse, [&](auto R) {
+        with_bool(masked, [&](auto M) { r = row_block_impl<R(), M(), false, false, false>(c, o, s0, s1, C); });
+      });
+      return r;
+    }
+    with_bool(c.reverse, [&](auto R) {
+      with_bool(masked, [&](auto M) {
+        with_bool(c.exclusive, [&](auto E) {
+          with_bool(carry, [&](auto Cy) { r = row_block_impl<R(), M(), E(), true, Cy()>(c, o, s0, s1, C); });
+        });
+      });
+    });
+    return r;
+  }
+
+  static void rows_short(const Ctx& c, int64_t o0, int64_t o1) {
+    const bool masked = c.mask != nullptr;
+    with_bool(c.reverse, [&](auto R) {
+      with_bool(masked, [&](auto M) {
+        with_bool(c.exclusive, [&](auto E) {
+          for (int64_t o = o0; o < o1; ++o)
+            row_block_impl<R(), M(), E(), true, false>(c, o, 0, c.n, Combine::identity());
+        });
+      });
+    });
+  }
+
+  static void col_identity(S* st, int64_t w) { std::fill(st, st + w, Combine::identity()); }
+  static void col_fold(S* C, const S* L, int64_t w, bool carry) {
+    for (int64_t j = 0; j < w; ++j) C[j] = carry ? Combine::combine(C[j], L[j]) : L[j];
+  }
+
+  template <bool kMask, bool kExcl, bool kWrite, bool kCarry>
+  static void col_walk_impl(const Ctx& c, int64_t o, int64_t i0, int64_t w, int64_t s0, int64_t s1, S* L,
+                            const S* C) {
+    out_t* out = static_cast<out_t*>(c.out);
+    const int64_t step = c.reverse ? -c.inner : c.inner;
+    int64_t base = (o * c.n + (c.reverse ? c.n - 1 - s0 : s0)) * c.inner + i0;
+    auto val = [&](int64_t j, const S& st) {
+      if constexpr (kCarry) {
+        return Combine::value(Combine::combine(C[j], st));
+      } else {
+        return Combine::value(st);
+      }
+    };
+    for (int64_t s = s0; s < s1; ++s, base += step) {
+      for (int64_t j = 0; j < w; ++j) {
+        const S x = load<kMask>(c, base + j);
+        if constexpr (kWrite && kExcl) out[base + j] = static_cast<out_t>(val(j, L[j]));
+        L[j] = Combine::combine(L[j], x);
+        if constexpr (kWrite && !kExcl) out[base + j] = static_cast<out_t>(val(j, L[j]));
       }
     }
-    at::parallel_for(0, tasks, 1, [&](int64_t begin, int64_t end) {
-      for (int64_t t = begin; t < end; ++t) {
-        int64_t o, i0, w;
-        item_cols(t / chunks, o, i0, w);
-        const int64_t c = t % chunks;
-        const int64_t s0 = c * chunk_len, s1 = std::min(p.length, s0 + chunk_len);
-        if (s0 >= s1) continue;
-        walk(v, o, i0, w, s0, s1, &totals[t * width], /*write=*/true);
-      }
+  }
+  static void col_walk(const Ctx& c, int64_t o, int64_t i0, int64_t w, int64_t s0, int64_t s1, S* L, const S* C,
+                       bool write) {
+    const bool masked = c.mask != nullptr;
+    if (!write) {
+      with_bool(masked, [&](auto M) { col_walk_impl<M(), false, false, false>(c, o, i0, w, s0, s1, L, nullptr); });
+      return;
+    }
+    with_bool(masked, [&](auto M) {
+      with_bool(c.exclusive, [&](auto E) {
+        with_bool(C != nullptr,
+                  [&](auto Cy) { col_walk_impl<M(), E(), true, Cy()>(c, o, i0, w, s0, s1, L, C); });
+      });
     });
+  }
+  static void finish(const Ctx&) {}
+};
+
+// ---- scheduling (kernel-independent) ------------------------------------------------------
+inline void wait_ready(const std::atomic<int>& flag) {
+  int spins = 0;
+  while (!flag.load(std::memory_order_acquire)) {
+    if (++spins < 4096) {
+      spin_pause();
+    } else {
+      std::this_thread::yield();
+    }
+  }
+}
+
+template <class K>
+struct Scheduler {
+  using S = typename K::S;
+  using cst_t = typename K::cst_t;
+
+  static void run(const Ctx& c, int64_t block_elems) {
+    if (c.outer == 0 || c.n == 0 || c.inner == 0) return;
+    if (c.inner == 1) {
+      rows(c, block_elems);
+    } else {
+      cols(c, block_elems);
+    }
+  }
+
+  static void rows(const Ctx& c, int64_t B) {
+    const int64_t n = c.n;
+    const int64_t nb = (n + B - 1) / B;
+    const int64_t threads = at::get_num_threads();
+    if (nb == 1) {
+      at::parallel_for(0, c.outer, std::max<int64_t>(1, kGrain / n), [&](int64_t b, int64_t e) {
+        K::rows_short(c, b, e);
+        K::finish(c);
+      });
+      return;
+    }
+    if (threads == 1 || c.outer >= 4 * threads) {
+      at::parallel_for(0, c.outer, 1, [&](int64_t b, int64_t e) {
+        for (int64_t o = b; o < e; ++o) {
+          S C = K::identity();
+          for (int64_t blk = 0; blk < nb; ++blk) {
+            const int64_t s0 = blk * B, s1 = std::min(n, s0 + B);
+            const S T_ = K::row_block(c, o, s0, s1, C, blk > 0, true);
+            C = blk > 0 ? K::fold(C, T_) : T_;
+          }
+        }
+        K::finish(c);
+      });
+      return;
+    }
+    // Chained scan over the blocks of all rows.
+    const int64_t G = c.outer * nb;
+    std::vector<S> carry(static_cast<size_t>(G));
+    std::vector<std::atomic<int>> ready(static_cast<size_t>(G));
+    std::atomic<int64_t> next{0};
+    at::parallel_for(0, threads, 1, [&](int64_t, int64_t) {
+      for (;;) {
+        const int64_t g = next.fetch_add(1, std::memory_order_relaxed);
+        if (g >= G) break;
+        const int64_t o = g / nb, blk = g % nb;
+        const int64_t s0 = blk * B, s1 = std::min(n, s0 + B);
+        if (blk == 0) {
+          const S T_ = K::row_block(c, o, s0, s1, K::identity(), false, true);
+          carry[g + 1] = T_;
+          ready[g + 1].store(1, std::memory_order_release);
+          continue;
+        }
+        const S T_ = K::row_block(c, o, s0, s1, K::identity(), false, false);
+        wait_ready(ready[g]);
+        const S C = carry[g];
+        if (blk + 1 < nb) {
+          carry[g + 1] = K::fold(C, T_);
+          ready[g + 1].store(1, std::memory_order_release);
+        }
+        K::row_block(c, o, s0, s1, C, true, true);
+      }
+      K::finish(c);
+    });
+  }
+
+  static void cols(const Ctx& c, int64_t block_elems) {
+    const int64_t n = c.n, inner = c.inner;
+    const int64_t threads = at::get_num_threads();
+    constexpr int64_t KC = K::kComps;
+    const int64_t Bl = std::max<int64_t>(8, block_elems / inner);  // rows per block (shape only)
+    const bool blocked = c.outer * inner < kFewColumns && n >= 2 * Bl;
+    auto round16 = [](int64_t v) { return (v + 15) / 16 * 16; };
+
+    if (!blocked) {
+      // Work items: (outer index, range of W columns); W only partitions the work.
+      const int64_t per_outer = std::max<int64_t>(1, (4 * threads + c.outer - 1) / c.outer);
+      int64_t W = std::clamp<int64_t>(round16((inner + per_outer - 1) / per_outer), 16, kMaxColWidth);
+      W = std::min(W, inner);
+      const int64_t ncb = (inner + W - 1) / W, items = c.outer * ncb;
+      at::parallel_for(0, items, std::max<int64_t>(1, kGrain / std::max<int64_t>(1, n * W)),
+                       [&](int64_t b, int64_t e) {
+                         std::vector<cst_t> L(static_cast<size_t>(KC * W));
+                         for (int64_t it = b; it < e; ++it) {
+                           const int64_t o = it / ncb, i0 = (it % ncb) * W, w = std::min(W, inner - i0);
+                           K::col_identity(L.data(), w);
+                           K::col_walk(c, o, i0, w, 0, n, L.data(), nullptr, true);
+                         }
+                         K::finish(c);
+                       });
+      return;
+    }
+
+    const int64_t W = std::min<int64_t>(inner, 1024);
+    const int64_t ncb = (inner + W - 1) / W, items = c.outer * ncb;
+    const int64_t nb = (n + Bl - 1) / Bl;
+    auto item_cols = [&](int64_t it, int64_t& o, int64_t& i0, int64_t& w) {
+      o = it / ncb;
+      i0 = (it % ncb) * W;
+      w = std::min(W, inner - i0);
+    };
+    if (threads == 1 || items >= 4 * threads) {
+      at::parallel_for(0, items, 1, [&](int64_t b, int64_t e) {
+        std::vector<cst_t> L(static_cast<size_t>(KC * W)), C(static_cast<size_t>(KC * W));
+        for (int64_t it = b; it < e; ++it) {
+          int64_t o, i0, w;
+          item_cols(it, o, i0, w);
+          for (int64_t blk = 0; blk < nb; ++blk) {
+            const int64_t s0 = blk * Bl, s1 = std::min(n, s0 + Bl);
+            K::col_identity(L.data(), w);
+            K::col_walk(c, o, i0, w, s0, s1, L.data(), blk > 0 ? C.data() : nullptr, true);
+            K::col_fold(C.data(), L.data(), w, blk > 0);
+          }
+        }
+        K::finish(c);
+      });
+      return;
+    }
+    // Chained scan over (item, block of rows).
+    const int64_t G = items * nb;
+    const int64_t slot = KC * W;
+    std::vector<cst_t> carry(static_cast<size_t>(G * slot));
+    std::vector<std::atomic<int>> ready(static_cast<size_t>(G));
+    std::atomic<int64_t> next{0};
+    at::parallel_for(0, threads, 1, [&](int64_t, int64_t) {
+      std::vector<cst_t> L(static_cast<size_t>(slot));
+      for (;;) {
+        const int64_t g = next.fetch_add(1, std::memory_order_relaxed);
+        if (g >= G) break;
+        const int64_t it = g / nb, blk = g % nb;
+        int64_t o, i0, w;
+        item_cols(it, o, i0, w);
+        const int64_t s0 = blk * Bl, s1 = std::min(n, s0 + Bl);
+        K::col_identity(L.data(), w);
+        if (blk == 0) {
+          K::col_walk(c, o, i0, w, s0, s1, L.data(), nullptr, true);
+          std::copy(L.begin(), L.begin() + KC * w, carry.begin() + (g + 1) * slot);
+          ready[g + 1].store(1, std::memory_order_release);
+          continue;
+        }
+        K::col_walk(c, o, i0, w, s0, s1, L.data(), nullptr, false);
+        wait_ready(ready[g]);
+        const cst_t* C = carry.data() + g * slot;
+        if (blk + 1 < nb) {
+          cst_t* Cn = carry.data() + (g + 1) * slot;
+          std::copy(C, C + KC * w, Cn);
+          K::col_fold(Cn, L.data(), w, true);
+          ready[g + 1].store(1, std::memory_order_release);
+        }
+        K::col_identity(L.data(), w);
+        K::col_walk(c, o, i0, w, s0, s1, L.data(), C, true);
+      }
+      K::finish(c);
+    });
+  }
+};
+
+bool use_avx2() {
+#if defined(SCANOPS_AVX2_KERNELS)
+  static const bool ok = [] {
+    __builtin_cpu_init();
+    if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) return false;
+    if (const char* e = std::getenv("SCANOPS_CPU_KERNELS")) {
+      if (std::string(e) == "generic") return false;
+    }
+    return at::get_cpu_capability() != "DEFAULT";  // ATEN_CPU_CAPABILITY=default is honoured
+  }();
+  return ok;
+#else
+  return false;
+#endif
+}
+
+template <class Combine, class in_t, class out_t>
+struct CpuRunner {
+  static void run(const ScanProblem& p) {
+    const Ctx c{p.input.const_data_ptr<in_t>(),
+                p.coeff.defined() ? p.coeff.const_data_ptr<in_t>() : nullptr,
+                p.mask.defined() ? p.mask.const_data_ptr<bool>() : nullptr,
+                p.output.mutable_data_ptr<out_t>(),
+                p.outer,
+                p.length,
+                p.inner,
+                p.spec.flags.exclusive,
+                p.spec.flags.reverse,
+                p.output.numel() * static_cast<int64_t>(sizeof(out_t)) >= kStreamBytes};
+    const int64_t block_elems = kBlockBytes / static_cast<int64_t>(sizeof(in_t));
+#if defined(SCANOPS_AVX2_KERNELS)
+    using acc = decltype(Combine::value(Combine::identity()));
+    if constexpr ((std::is_same_v<in_t, float> || std::is_same_v<in_t, double>) &&
+                  std::is_same_v<in_t, out_t> && std::is_same_v<acc, double>) {
+      if (use_avx2()) {
+        using Op = std::conditional_t<
+            Combine::arity == 2, avx2::AffineOp,
+            std::conditional_t<std::is_same_v<Combine, SumCombine<double>>, avx2::SumOp, avx2::ProdOp>>;
+        Scheduler<avx2::Kernel<Op, in_t>>::run(c, block_elems);
+        return;
+      }
+    }
+#endif
+    Scheduler<GenericKernel<Combine, in_t, out_t>>::run(c, block_elems);
   }
 };
 

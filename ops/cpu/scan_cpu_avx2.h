@@ -1,0 +1,320 @@
+// scanops: AVX2 + FMA kernels of the CPU back end (float32 / float64 inputs, float64 lanes).
+//
+// Included by scan_cpu.cpp only, inside `#pragma GCC target("avx2,fma")`: every function
+// defined here is compiled for AVX2 + FMA, whatever the library's baseline flags are, and is
+// only called after the run-time check in scan_cpu.cpp (`cpu_has_avx2()`). Nothing here is
+// inline-able into baseline code (GCC refuses to inline a target function into a caller
+// without the target), so no AVX2 instruction can run on a CPU without it.
+//
+// Why not at::vec::Vectorized<T>: the library is compiled once with the compiler's default
+// flags, so Vectorized<float> here is ATen's generic (array-of-scalars, SSE2) fallback: ATen's
+// own kernels get AVX2 through per-capability compilation that an outside library does not
+// share. The kernels below use the AVX2 intrinsics directly (cross-lane shifts, float->double
+// conversion, streaming stores), which at::vec does not expose for this build anyway.
+//
+// The arithmetic (see scan_cpu.cpp, "Arithmetic"): a line is cut into fixed blocks (in scan
+// order, from the line's start); inside a block, the local prefix L is computed from the
+// block's own elements only: groups of 8 elements = two vectors of 4 float64 lanes, each
+// scanned in registers (two log steps: shift by 1 lane, shift by 2 lanes), the second offset
+// by the first's last lane, then offset by L; then 4-element and single-element tails. The
+// output is value(combine(C, L)) with C the block's carry-in (value(L) in a line's first
+// block). The same function computes a block's total (write = false), so a block scanned by
+// another thread from its carry-in gives the bits a one-thread run gives.
+#pragma once
+
+namespace avx2 {
+
+// ---- vector states: K float64 vectors (K = 1 for Sum / Prod, 2 for Affine (A, B)) ----------
+template <int K>
+struct VS {
+  __m256d c[K];
+};
+
+static inline __m256d bcast_last(__m256d x) { return _mm256_permute4x64_pd(x, 0xFF); }
+static inline __m256d rev4(__m256d x) { return _mm256_permute4x64_pd(x, 0x1B); }
+// [id, x0, x1, x2]
+static inline __m256d shift1(__m256d x, __m256d id) {
+  return _mm256_blend_pd(_mm256_permute4x64_pd(x, 0x90), id, 0x1);
+}
+// [id, id, x0, x1]
+static inline __m256d shift2(__m256d x, __m256d id) { return _mm256_permute2f128_pd(x, id, 0x02); }
+
+struct SumOp {
+  static constexpr int K = 1;
+  using S = double;
+  static inline VS<1> id() { return {{_mm256_setzero_pd()}}; }
+  static inline __m256d idc(int) { return _mm256_setzero_pd(); }
+  static inline VS<1> comb(const VS<1>& a, const VS<1>& b) { return {{_mm256_add_pd(a.c[0], b.c[0])}}; }
+  static inline __m256d value(const VS<1>& s) { return s.c[0]; }
+  static inline VS<1> bcast(S s) { return {{_mm256_set1_pd(s)}}; }
+  static inline S lane0(const VS<1>& v) { return _mm256_cvtsd_f64(v.c[0]); }
+  static inline S scomb(S a, S b) { return a + b; }
+  static inline double svalue(S s) { return s; }
+  static inline S sid() { return 0.0; }
+  static inline void to_comps(S s, double* d, int64_t w, int64_t j) { d[j] = s; (void)w; }
+  static inline S from_comps(const double* d, int64_t w, int64_t j) { (void)w; return d[j]; }
+};
+
+struct ProdOp {
+  static constexpr int K = 1;
+  using S = double;
+  static inline VS<1> id() { return {{_mm256_set1_pd(1.0)}}; }
+  static inline __m256d idc(int) { return _mm256_set1_pd(1.0); }
+  static inline VS<1> comb(const VS<1>& a, const VS<1>& b) { return {{_mm256_mul_pd(a.c[0], b.c[0])}}; }
+  static inline __m256d value(const VS<1>& s) { return s.c[0]; }
+  static inline VS<1> bcast(S s) { return {{_mm256_set1_pd(s)}}; }
+  static inline S lane0(const VS<1>& v) { return _mm256_cvtsd_f64(v.c[0]); }
+  static inline S scomb(S a, S b) { return a * b; }
+  static inline double svalue(S s) { return s; }
+  static inline S sid() { return 1.0; }
+  static inline void to_comps(S s, double* d, int64_t w, int64_t j) { d[j] = s; (void)w; }
+  static inline S from_comps(const double* d, int64_t w, int64_t j) { (void)w; return d[j]; }
+};
+
+// combine(f, g) = (g.a * f.a, g.a * f.b + g.b): "f, then g". The scalar form uses the same
+// fused multiply-add as the vector form.
+struct AffineOp {
+  static constexpr int K = 2;
+  using S = AffineState<double>;
+  static inline VS<2> id() { return {{_mm256_set1_pd(1.0), _mm256_setzero_pd()}}; }
+  static inline __m256d idc(int k) { return k == 0 ? _mm256_set1_pd(1.0) : _mm256_setzero_pd(); }
+  static inline VS<2> comb(const VS<2>& f, const VS<2>& g) {
+    return {{_mm256_mul_pd(g.c[0], f.c[0]), _mm256_fmadd_pd(g.c[0], f.c[1], g.c[1])}};
+  }
+  static inline __m256d value(const VS<2>& s) { return s.c[1]; }
+  static inline VS<2> bcast(S s) { return {{_mm256_set1_pd(s.a), _mm256_set1_pd(s.b)}}; }
+  static inline S lane0(const VS<2>& v) { return {_mm256_cvtsd_f64(v.c[0]), _mm256_cvtsd_f64(v.c[1])}; }
+  static inline S scomb(S f, S g) { return {g.a * f.a, __builtin_fma(g.a, f.b, g.b)}; }
+  static inline double svalue(S s) { return s.b; }
+  static inline S sid() { return {1.0, 0.0}; }
+  static inline void to_comps(S s, double* d, int64_t w, int64_t j) { d[j] = s.a; d[w + j] = s.b; }
+  static inline S from_comps(const double* d, int64_t w, int64_t j) { return {d[j], d[w + j]}; }
+};
+
+template <class Op>
+static inline VS<Op::K> vshift1(const VS<Op::K>& v) {
+  VS<Op::K> r;
+  for (int k = 0; k < Op::K; ++k) r.c[k] = shift1(v.c[k], Op::idc(k));
+  return r;
+}
+template <class Op>
+static inline VS<Op::K> vshift2(const VS<Op::K>& v) {
+  VS<Op::K> r;
+  for (int k = 0; k < Op::K; ++k) r.c[k] = shift2(v.c[k], Op::idc(k));
+  return r;
+}
+template <class Op>
+static inline VS<Op::K> vbcast_last(const VS<Op::K>& v) {
+  VS<Op::K> r;
+  for (int k = 0; k < Op::K; ++k) r.c[k] = bcast_last(v.c[k]);
+  return r;
+}
+template <class Op>
+static inline VS<Op::K> vrev(const VS<Op::K>& v) {
+  VS<Op::K> r;
+  for (int k = 0; k < Op::K; ++k) r.c[k] = rev4(v.c[k]);
+  return r;
+}
+// Inclusive in-register scan of 4 lanes (lane 0 first in scan order).
+template <class Op>
+static inline VS<Op::K> scan4(VS<Op::K> v) {
+  v = Op::comb(vshift1<Op>(v), v);
+  v = Op::comb(vshift2<Op>(v), v);
+  return v;
+}
+
+// ---- loads and stores ---------------------------------------------------------------------
+static inline __m256d load4(const float* p) { return _mm256_cvtps_pd(_mm_loadu_ps(p)); }
+static inline __m256d load4(const double* p) { return _mm256_loadu_pd(p); }
+static inline double load1(const float* p) { return static_cast<double>(*p); }
+static inline double load1(const double* p) { return *p; }
+
+template <bool kNT>
+static inline void store4(float* p, __m256d v) {
+  const __m128 f = _mm256_cvtpd_ps(v);
+  if constexpr (kNT) _mm_stream_ps(p, f); else _mm_storeu_ps(p, f);
+}
+template <bool kNT>
+static inline void store4(double* p, __m256d v) {
+  if constexpr (kNT) _mm256_stream_pd(p, v); else _mm256_storeu_pd(p, v);
+}
+static inline void store1(float* p, double v) { *p = static_cast<float>(v); }
+static inline void store1(double* p, double v) { *p = v; }
+
+// Lane mask (all ones where mask[i] != 0) of 4 bools.
+static inline __m256d mask4(const bool* m) {
+  int32_t bits;
+  std::memcpy(&bits, m, 4);
+  const __m256i b = _mm256_cvtepu8_epi64(_mm_cvtsi32_si128(bits));
+  return _mm256_castsi256_pd(_mm256_cmpgt_epi64(b, _mm256_setzero_si256()));
+}
+
+// Elements idx..idx+3 (memory order) lifted to states; masked-off lanes become identity.
+template <class Op, class T, bool kMask>
+static inline VS<Op::K> lift4(const T* in, const T* coeff, const bool* mask, int64_t idx) {
+  VS<Op::K> v;
+  if constexpr (Op::K == 2) {
+    v.c[0] = load4(coeff + idx);
+    v.c[1] = load4(in + idx);
+  } else {
+    v.c[0] = load4(in + idx);
+  }
+  if constexpr (kMask) {
+    const __m256d keep = mask4(mask + idx);
+    for (int k = 0; k < Op::K; ++k) v.c[k] = _mm256_blendv_pd(Op::idc(k), v.c[k], keep);
+  }
+  return v;
+}
+template <class Op, class T, bool kMask>
+static inline typename Op::S lift1(const T* in, const T* coeff, const bool* mask, int64_t idx) {
+  if constexpr (kMask) {
+    if (!mask[idx]) return Op::sid();
+  }
+  if constexpr (Op::K == 2) {
+    return {load1(coeff + idx), load1(in + idx)};
+  } else {
+    return load1(in + idx);
+  }
+}
+
+template <class T>
+struct Ptrs {
+  const T* in;
+  const T* coeff;
+  const bool* mask;
+  T* out;
+};
+
+// ---- rows ---------------------------------------------------------------------------------
+// Scan positions [s0, s1) of the row starting at element `row` (length n). Returns the local
+// total of the block. kCarry: outputs are value(combine(C, local)), else value(local).
+template <class Op, class T, bool kRev, bool kMask, bool kExcl, bool kWrite, bool kCarry, bool kNT>
+static typename Op::S row_block_impl(const Ptrs<T>& p, int64_t row, int64_t n, int64_t s0, int64_t s1,
+                                     typename Op::S C) {
+  using V = VS<Op::K>;
+  using S = typename Op::S;
+  const V Cv = Op::bcast(C);
+  V L = Op::id();
+  __m256d prev = _mm256_set1_pd(kCarry ? Op::svalue(C) : Op::svalue(Op::sid()));
+  // memory index of the first element of a group of 4 at scan position s
+  auto at4 = [&](int64_t s) { return kRev ? row + n - 4 - s : row + s; };
+  auto load = [&](int64_t s) {
+    V v = lift4<Op, T, kMask>(p.in, p.coeff, p.mask, at4(s));
+    if constexpr (kRev) v = vrev<Op>(v);
+    return v;
+  };
+  auto emit = [&](int64_t s, const V& R) {
+    __m256d o = Op::value(kCarry ? Op::comb(Cv, R) : R);
+    if constexpr (kExcl) {
+      const __m256d e = _mm256_blend_pd(_mm256_permute4x64_pd(o, 0x90), prev, 0x1);
+      prev = bcast_last(o);
+      o = e;
+    }
+    if constexpr (kRev) o = rev4(o);
+    store4<kNT>(p.out + at4(s), o);
+  };
+  int64_t s = s0;
+  for (; s + 8 <= s1; s += 8) {
+    const V P0 = scan4<Op>(load(s));
+    V P1 = scan4<Op>(load(s + 4));
+    P1 = Op::comb(vbcast_last<Op>(P0), P1);
+    if constexpr (kWrite) {
+      emit(s, Op::comb(L, P0));
+      emit(s + 4, Op::comb(L, P1));
+    }
+    L = Op::comb(L, vbcast_last<Op>(P1));
+  }
+  if (s + 4 <= s1) {
+    const V P0 = scan4<Op>(load(s));
+    if constexpr (kWrite) emit(s, Op::comb(L, P0));
+    L = Op::comb(L, vbcast_last<Op>(P0));
+    s += 4;
+  }
+  S l = Op::lane0(L);
+  double pv = _mm256_cvtsd_f64(prev);
+  for (; s < s1; ++s) {
+    const int64_t idx = kRev ? row + n - 1 - s : row + s;
+    l = Op::scomb(l, lift1<Op, T, kMask>(p.in, p.coeff, p.mask, idx));
+    if constexpr (kWrite) {
+      const double o = Op::svalue(kCarry ? Op::scomb(C, l) : l);
+      store1(p.out + idx, kExcl ? pv : o);
+      pv = o;
+    }
+  }
+  return l;
+}
+
+// Rows of length 4 (one vector each), two rows per step: the same arithmetic as
+// row_block_impl's 4-element group on a one-block row.
+template <class Op, class T, bool kRev, bool kMask, bool kExcl, bool kNT>
+static void rows4_impl(const Ptrs<T>& p, int64_t o0, int64_t o1) {
+  using V = VS<Op::K>;
+  const __m256d first = _mm256_set1_pd(Op::svalue(Op::sid()));
+  auto one = [&](int64_t row) {
+    V v = lift4<Op, T, kMask>(p.in, p.coeff, p.mask, row);
+    if constexpr (kRev) v = vrev<Op>(v);
+    __m256d o = Op::value(Op::comb(Op::id(), scan4<Op>(v)));
+    if constexpr (kExcl) o = _mm256_blend_pd(_mm256_permute4x64_pd(o, 0x90), first, 0x1);
+    if constexpr (kRev) o = rev4(o);
+    store4<kNT>(p.out + row, o);
+  };
+  int64_t o = o0;
+  for (; o + 2 <= o1; o += 2) {
+    one(o * 4);
+    one(o * 4 + 4);
+  }
+  for (; o < o1; ++o) one(o * 4);
+}
+
+// ---- columns ------------------------------------------------------------------------------
+// Columns [i0, i0 + w) of outer index o, scan positions [s0, s1). L (K * w doubles,
+// component-major) is the running local state, updated; C (same layout) the carry-in or
+// nullptr (kCarry false).
+template <class Op, class T, bool kMask, bool kExcl, bool kWrite, bool kCarry, bool kNT>
+static void col_walk_impl(const Ptrs<T>& p, int64_t n, int64_t inner, bool rev, int64_t o, int64_t i0,
+                          int64_t w, int64_t s0, int64_t s1, double* L, const double* C) {
+  using V = VS<Op::K>;
+  using S = typename Op::S;
+  const int64_t step = rev ? -inner : inner;
+  int64_t base = (o * n + (rev ? n - 1 - s0 : s0)) * inner + i0;
+  for (int64_t s = s0; s < s1; ++s, base += step) {
+    int64_t j = 0;
+    for (; j + 4 <= w; j += 4) {
+      const V x = lift4<Op, T, kMask>(p.in, p.coeff, p.mask, base + j);
+      V l;
+      for (int k = 0; k < Op::K; ++k) l.c[k] = _mm256_loadu_pd(L + k * w + j);
+      auto outv = [&](const V& st) {
+        if constexpr (kCarry) {
+          V c;
+          for (int k = 0; k < Op::K; ++k) c.c[k] = _mm256_loadu_pd(C + k * w + j);
+          return Op::value(Op::comb(c, st));
+        } else {
+          return Op::value(st);
+        }
+      };
+      if constexpr (kWrite && kExcl) store4<kNT>(p.out + base + j, outv(l));
+      l = Op::comb(l, x);
+      if constexpr (kWrite && !kExcl) store4<kNT>(p.out + base + j, outv(l));
+      for (int k = 0; k < Op::K; ++k) _mm256_storeu_pd(L + k * w + j, l.c[k]);
+    }
+    for (; j < w; ++j) {
+      const S x = lift1<Op, T, kMask>(p.in, p.coeff, p.mask, base + j);
+      S l = Op::from_comps(L, w, j);
+      auto outs = [&](const S& st) {
+        if constexpr (kCarry) {
+          return Op::svalue(Op::scomb(Op::from_comps(C, w, j), st));
+        } else {
+          return Op::svalue(st);
+        }
+      };
+      if constexpr (kWrite && kExcl) store1(p.out + base + j, outs(l));
+      l = Op::scomb(l, x);
+      if constexpr (kWrite && !kExcl) store1(p.out + base + j, outs(l));
+      Op::to_comps(l, L, w, j);
+    }
+  }
+}
+
+static inline void sfence() { _mm_sfence(); }
+
+}  // namespace avx2

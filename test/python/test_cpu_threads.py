@@ -1,0 +1,185 @@
+"""CPU back end: results are bitwise identical run to run and for every thread count, accurate
+(float32 accumulates in float64), and calls from several Python threads at once are safe.
+
+The shapes drive every scheduling path of ops/cpu/scan_cpu.cpp: many short rows, rows of 4,
+few long rows (the chained scan over fixed blocks, with a tail), a 1-D line, blocked column
+scans (few columns, long lines), middle-dim and outer-dim column scans.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+
+import pytest
+import torch
+
+import conftest
+from reference import scan_ref, linrec_ref
+
+ops = torch.ops.scanops
+
+# (shape, dim): chosen so that lines span several fixed blocks (32768 float32 elements) with
+# a ragged tail, and column scans are long enough to be blocked along the length.
+SHAPES = [
+    ((100_003,), 0),          # 1-D: chained scan over blocks
+    ((3, 70_001), 1),         # few long rows
+    ((64, 1000), 1),          # many short rows (one block each)
+    ((1000, 4), 1),           # rows of 4
+    ((70_001, 5), 0),         # few columns, long lines: blocked column scan
+    ((2, 40_001, 3), 1),      # middle dim, few columns
+    ((300, 50, 37), 1),       # middle dim, many columns
+    ((257, 1031), 0),         # outer dim
+]
+DTYPES = [torch.float32, torch.float64, torch.bfloat16, torch.int32]
+THREADS = [1, 2, 3, 4]
+CASES = [("cumsum", False, False), ("cumsum", True, False), ("cumsum", False, True),
+         ("cumsum", True, True), ("masked_cumsum", False, False), ("masked_cumsum", True, True),
+         ("cumprod", False, False), ("cumprod", True, True), ("linear_recurrence", False, False),
+         ("linear_recurrence", True, True)]
+
+
+def _inputs(op, shape, dtype, seed):
+    g = torch.Generator().manual_seed(seed)
+    if dtype.is_floating_point:
+        if op == "cumprod":
+            x = (torch.rand(shape, generator=g, dtype=torch.float64) * 0.02 + 0.99).to(dtype)
+        else:
+            x = (torch.rand(shape, generator=g, dtype=torch.float64) * 2 - 1).to(dtype)
+    else:
+        x = torch.randint(-100, 100, shape, generator=g, dtype=dtype)
+    m = torch.rand(shape, generator=g) < 0.7
+    a = (torch.rand(shape, generator=g, dtype=torch.float64) * 0.2 + 0.8).to(dtype) \
+        if dtype.is_floating_point else None
+    return x, m, a
+
+
+def _run(op, dim, excl, rev, x, m, a):
+    if op == "cumsum":
+        return ops.cumsum(x, dim, exclusive=excl, reverse=rev)
+    if op == "masked_cumsum":
+        return ops.masked_cumsum(x, m, dim, exclusive=excl, reverse=rev)
+    if op == "cumprod":
+        return ops.cumprod(x, dim, exclusive=excl, reverse=rev)
+    return ops.linear_recurrence(a, x, dim, exclusive=excl, reverse=rev)
+
+
+def _same_bits(a, b):
+    if a.dtype.is_floating_point:
+        return torch.equal(a.view(-1).view(torch.uint8 if a.element_size() == 1 else {
+            2: torch.int16, 4: torch.int32, 8: torch.int64}[a.element_size()]),
+            b.view(-1).view({1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[b.element_size()]))
+    return torch.equal(a, b)
+
+
+@pytest.mark.parametrize("op,excl,rev", CASES, ids=[f"{o}-{'x' if e else 'i'}{'r' if r else ''}" for o, e, r in CASES])
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: str(d).replace("torch.", ""))
+def test_bitwise_independent_of_threads(op, excl, rev, dtype, seed):
+    if op == "linear_recurrence" and not dtype.is_floating_point:
+        pytest.skip("linear_recurrence takes floating types")
+    for i, (shape, dim) in enumerate(SHAPES):
+        x, m, a = _inputs(op, shape, dtype, seed + i)
+        torch.set_num_threads(1)
+        want = _run(op, dim, excl, rev, x, m, a)
+        assert _same_bits(_run(op, dim, excl, rev, x, m, a), want), ("run to run", shape, dim)
+        for t in THREADS[1:]:
+            torch.set_num_threads(t)
+            for _ in range(2):
+                got = _run(op, dim, excl, rev, x, m, a)
+                assert _same_bits(got, want), (shape, dim, t)
+        # and the result is right
+        if dtype.is_floating_point:
+            xd = x.double()
+            if op == "linear_recurrence":
+                ref = linrec_ref(a.double(), xd, dim, excl, rev)
+            elif op == "cumprod":
+                ref = scan_ref("prod", xd, dim, excl, rev)
+            else:
+                v = torch.where(m, xd, 0.0) if op == "masked_cumsum" else xd
+                ref = scan_ref("sum", v, dim, excl, rev)
+            tol = {torch.float32: 1e-5, torch.float64: 1e-12, torch.bfloat16: 2e-2}[dtype]
+            torch.testing.assert_close(want.double(), ref, rtol=tol, atol=tol * 10)
+        else:
+            v = torch.where(m, x.long(), 0) if op == "masked_cumsum" else x.long()
+            assert torch.equal(want, scan_ref("prod" if op == "cumprod" else "sum", v, dim, excl, rev))
+
+
+def test_float32_accuracy_matches_float64_accumulation():
+    """32768 uniform [0, 1) values: max relative error <= 1e-7 (float64 accumulation, one
+    rounding to float32), at every thread count, for rows and columns."""
+    g = torch.Generator().manual_seed(0)
+    x = torch.rand(32768, generator=g)
+    ref = torch.cumsum(x.double(), 0)
+    for t in THREADS:
+        torch.set_num_threads(t)
+        for got in (ops.cumsum(x, 0), ops.cumsum(x.view(-1, 1), 0).view(-1),
+                    ops.cumsum(x.flip(0), 0, reverse=True).flip(0)):
+            rel = ((got.double() - ref).abs() / ref.abs()).max().item()
+            assert rel <= 1e-7, (t, rel)
+    # a long line split across threads
+    x = torch.rand(1 << 20, generator=g)
+    ref = torch.cumsum(x.double(), 0)
+    torch.set_num_threads(4)
+    rel = ((ops.cumsum(x, 0).double() - ref).abs() / ref.abs()).max().item()
+    assert rel <= 1e-7, rel
+
+
+def test_concurrent_calls_from_python_threads():
+    """Several Python threads calling ops on chained-scan shapes at once: correct results,
+    no deadlock (the chained scan never waits on a block that no running worker holds)."""
+    torch.set_num_threads(2)
+    g = torch.Generator().manual_seed(1)
+    xs = [torch.rand(200_003, generator=g) for _ in range(4)] + [torch.rand(70_001, 5, generator=g)]
+    want = [ops.cumsum(x, 0) for x in xs]
+    errors = []
+
+    def work(i):
+        try:
+            for _ in range(5):
+                for x, w in zip(xs, want):
+                    if not torch.equal(ops.cumsum(x, 0), w):
+                        errors.append(i)
+        except Exception as e:  # noqa: BLE001
+            errors.append(repr(e))
+
+    ts = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join(timeout=300)
+    assert not any(t.is_alive() for t in ts), "deadlock"
+    assert not errors, errors
+
+
+GENERIC_SCRIPT = textwrap.dedent("""
+    import sys, torch
+    torch.ops.load_library(sys.argv[1])
+    ops = torch.ops.scanops
+    g = torch.Generator().manual_seed(2)
+    for shape, dim in [((100_003,), 0), ((3, 70_001), 1), ((70_001, 5), 0), ((1000, 4), 1)]:
+        x = torch.rand(shape, generator=g)
+        a = torch.rand(shape, generator=g) * 0.2 + 0.8
+        fns = [lambda: ops.cumsum(x, dim), lambda: ops.cumsum(x, dim, exclusive=True, reverse=True),
+               lambda: ops.linear_recurrence(a, x, dim)]
+        for f in fns:
+            torch.set_num_threads(1)
+            want = f()
+            for t in (2, 3):
+                torch.set_num_threads(t)
+                assert torch.equal(f().view(torch.int32), want.view(torch.int32)), (shape, dim, t)
+        ref = torch.cumsum(x.double(), dim)
+        torch.testing.assert_close(ops.cumsum(x, dim).double(), ref, rtol=1e-6, atol=1e-5)
+    print("ok")
+""")
+
+
+@pytest.mark.parametrize("env", [{"SCANOPS_CPU_KERNELS": "generic"}, {"ATEN_CPU_CAPABILITY": "default"}],
+                         ids=["generic", "aten-default"])
+def test_portable_kernel_path(env):
+    """The portable (non-AVX2) kernels, forced through the environment, in a fresh process."""
+    e = dict(os.environ, **env)
+    r = subprocess.run([sys.executable, "-c", GENERIC_SCRIPT, str(conftest.library_path())],
+                       env=e, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0 and "ok" in r.stdout, r.stdout + r.stderr
