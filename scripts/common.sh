@@ -1,8 +1,34 @@
 # Shared by scripts/setup.sh and scripts/test.sh. Source it; it defines:
-#   REPO, PY (the Python with torch), BUILD_DIR, and the functions below.
+#   REPO, TORCH_CHOICE, PY (the Python with torch), BUILD_DIR, CONSUMERS_DIR, and the
+#   functions below.
 set -euo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-BUILD_DIR="${SCANOPS_BUILD_DIR:-$REPO/build}"
+log() { printf '\n==> %s\n' "$*"; }
+
+# Which torch (SCANOPS_TORCH; ignored when SCANOPS_PYTHON names a Python):
+#   pinned (default, or its version 2.11.0): requirements.txt  -> .venv, build/
+#   newest (or its version 2.15.0):          requirements-newest.txt -> build-newest/venv,
+#                                            build-newest/build
+#   both (scripts/test.sh only; what CI runs): pinned, then newest
+torch_pin() { sed -n 's/^torch==\([^ ]*\).*/\1/p' "$REPO/$1" | head -1; }
+case "${SCANOPS_TORCH:-pinned}" in
+  pinned|"$(torch_pin requirements.txt)") TORCH_CHOICE=pinned ;;
+  newest|"$(torch_pin requirements-newest.txt)") TORCH_CHOICE=newest ;;
+  both) TORCH_CHOICE=both ;;
+  *) echo "SCANOPS_TORCH=$SCANOPS_TORCH: expected pinned ($(torch_pin requirements.txt))," \
+       "newest ($(torch_pin requirements-newest.txt)) or both" >&2; exit 2 ;;
+esac
+if [ "$TORCH_CHOICE" = newest ]; then
+  REQUIREMENTS="$REPO/requirements-newest.txt"
+  VENV="$REPO/build-newest/venv"
+  BUILD_DIR="${SCANOPS_BUILD_DIR:-$REPO/build-newest/build}"
+  CONSUMERS_DIR="${SCANOPS_CONSUMERS_DIR:-$REPO/build-newest/consumers}"
+else
+  REQUIREMENTS="$REPO/requirements.txt"
+  VENV="$REPO/.venv"
+  BUILD_DIR="${SCANOPS_BUILD_DIR:-$REPO/build}"
+  CONSUMERS_DIR="${SCANOPS_CONSUMERS_DIR:-$REPO/build-consumers}"
+fi
 log() { printf '\n==> %s\n' "$*"; }
 
 # System packages: GoogleTest (Debian's libgtest-dev) and ccache. Installed only if missing.
@@ -20,30 +46,40 @@ install_system_packages() {
 }
 
 # The Python with torch: $SCANOPS_PYTHON if set (e.g. a machine with torch preinstalled and
-# no network), else the project's own virtual environment .venv, created on first use from
-# requirements.txt (torch==2.11.0 pinned; cmake and ninja from PyPI).
+# no network), else the virtual environment of the chosen torch ($VENV), created on first use
+# from $REQUIREMENTS and brought up to date when a requirements file changes.
 setup_python() {
   if [ -n "${SCANOPS_PYTHON:-}" ]; then
     PY="$SCANOPS_PYTHON"
   else
-    if [ ! -x "$REPO/.venv/bin/python" ] || ! "$REPO/.venv/bin/python" -c "import torch" 2>/dev/null; then
-      log "creating .venv (torch 2.11.0 + cmake + ninja + pytest from PyPI)"
-      python3 -m venv "$REPO/.venv"
-      "$REPO/.venv/bin/pip" install -q --upgrade pip
-      "$REPO/.venv/bin/pip" install -q -r "$REPO/requirements.txt"
+    local stamp want
+    want="$(cat "$REQUIREMENTS" "$REPO/requirements-tools.txt" | sha256sum | cut -c1-16)"
+    stamp="$VENV/.scanops-requirements"
+    if [ ! -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -c "import torch" 2>/dev/null; then
+      log "creating $VENV ($(basename "$REQUIREMENTS"): torch $(torch_pin "$(basename "$REQUIREMENTS")"), cmake, ninja, pytest, ... from PyPI)"
+      mkdir -p "$(dirname "$VENV")"
+      python3 -m venv "$VENV"
+      "$VENV/bin/pip" install -q --upgrade pip
+      "$VENV/bin/pip" install -q -r "$REQUIREMENTS"
+      echo "$want" >"$stamp"
+    elif [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+      log "updating $VENV from $(basename "$REQUIREMENTS")"
+      "$VENV/bin/pip" install -q -r "$REQUIREMENTS"
+      echo "$want" >"$stamp"
     fi
-    PY="$REPO/.venv/bin/python"
+    PY="$VENV/bin/python"
   fi
   PYBIN="$(dirname "$PY")"
   export PATH="$PYBIN:$PATH"
   "$PY" -c "import torch; print('torch', torch.__version__, 'cuda available:', torch.cuda.is_available())"
 }
 
-# CUDA architectures: $SCANOPS_CUDA_ARCHS if set; else the GPUs present (nvidia-smi), else
+# CUDA architectures: $SCANOPS_CUDA_ARCHS if set, else $TORCH_CUDA_ARCH_LIST; else the GPUs present (nvidia-smi), else
 # Hopper (9.0) alone to keep a GPU-less build short. A release build for every user
 # architecture uses CMake's default list (see CMakeLists.txt).
 cuda_archs() {
   if [ -n "${SCANOPS_CUDA_ARCHS:-}" ]; then echo "$SCANOPS_CUDA_ARCHS"; return; fi
+  if [ -n "${TORCH_CUDA_ARCH_LIST:-}" ]; then echo "$TORCH_CUDA_ARCH_LIST"; return; fi
   local caps=""
   if command -v nvidia-smi >/dev/null 2>&1; then
     caps="$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | sort -u | paste -sd';' || true)"
@@ -51,22 +87,27 @@ cuda_archs() {
   echo "${caps:-9.0}"
 }
 
-# Configure and build (library, GoogleTest suite, examples).
+# Configure and build (library, GoogleTest suite, examples). The CUDA back end is built when
+# torch is a CUDA build and nvcc is found (SCANOPS_WITH_CUDA=AUTO; ON or OFF to force).
+# A build directory configured for another Python (another torch) is configured afresh.
 build() {
-  local with_cuda=ON
-  if ! command -v nvcc >/dev/null && [ ! -x /usr/local/cuda/bin/nvcc ]; then with_cuda=OFF; fi
-  with_cuda="${SCANOPS_WITH_CUDA:-$with_cuda}"
   local cmake_bin="cmake"
   [ -x "$PYBIN/cmake" ] && cmake_bin="$PYBIN/cmake"
-  local gen=()
+  local gen=() fresh=()
   if [ -x "$PYBIN/ninja" ] || command -v ninja >/dev/null; then gen=(-G Ninja); fi
-  if [ ! -f "$BUILD_DIR/CMakeCache.txt" ]; then
-    log "configuring (CUDA: $with_cuda, archs: $(cuda_archs))"
-    "$cmake_bin" -S "$REPO" -B "$BUILD_DIR" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release \
-      -DPython3_EXECUTABLE="$PY" -DSCANOPS_WITH_CUDA="$with_cuda" \
+  local cache="$BUILD_DIR/CMakeCache.txt"
+  if [ -f "$cache" ] &&
+     [ "$(sed -n 's/^Python3_EXECUTABLE:[A-Z]*=//p' "$cache")" != "$PY" ]; then
+    log "$BUILD_DIR was configured for another Python: configuring afresh for $PY"
+    fresh=(--fresh)
+  fi
+  if [ ! -f "$cache" ] || [ ${#fresh[@]} -gt 0 ]; then
+    log "configuring $BUILD_DIR (CUDA: ${SCANOPS_WITH_CUDA:-AUTO}, archs: $(cuda_archs))"
+    "$cmake_bin" "${fresh[@]}" -S "$REPO" -B "$BUILD_DIR" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release \
+      -DPython3_EXECUTABLE="$PY" -DSCANOPS_WITH_CUDA="${SCANOPS_WITH_CUDA:-AUTO}" \
       -DSCANOPS_CUDA_ARCHS="$(cuda_archs)" ${SCANOPS_CMAKE_ARGS:-}
   fi
-  log "building"
+  log "building $BUILD_DIR"
   "$cmake_bin" --build "$BUILD_DIR" --parallel "${SCANOPS_JOBS:-$(nproc)}"
   export SCANOPS_LIBRARY="$BUILD_DIR/libscanops.so"
 }

@@ -9,9 +9,16 @@ and AOTInductor. TorchScript code calls ``torch.ops.scanops.*`` directly.
 Where the library is looked for, first match wins:
 
 1. the environment variable ``SCANOPS_LIBRARY`` (a path to the ``.so``);
-2. next to this package: ``<prefix>/lib/python/scanops`` is where ``cmake --install`` puts
+2. inside this package: ``scanops/lib/libscanops.so`` is where ``pip install .`` (a wheel)
+   puts it;
+3. next to this package: ``<prefix>/lib/python/scanops`` is where ``cmake --install`` puts
    it, with the library two levels up in ``<prefix>/lib``;
-3. the source tree's default build directory, ``<repo>/build/libscanops.so``.
+4. the source tree's default build directory, ``<repo>/build/libscanops.so``.
+
+An installed package (pip or ``cmake --install``) records the torch it was built against
+(``scanops._build_info``); importing it with another torch major.minor raises ImportError
+(libtorch has no stable C++ ABI: rebuild scanops), or only warns with
+``SCANOPS_ALLOW_TORCH_MISMATCH=1``.
 
 If the ``scanops`` ops are already registered (another copy of the library was loaded
 first), nothing is loaded again.
@@ -30,6 +37,7 @@ from __future__ import annotations
 
 import os
 import re
+import warnings
 from pathlib import Path
 from typing import List, Optional
 
@@ -41,6 +49,8 @@ __all__ = [
     "cumprod",
     "linear_recurrence",
     "library_path",
+    "cmake_prefix_path",
+    "build_info",
     "__version__",
 ]
 
@@ -55,6 +65,7 @@ def _candidates() -> List[Path]:
     if env:
         found.append(Path(env))
     found += [
+        here / "lib" / _LIB_NAME,  # pip install . / a wheel: site-packages/scanops/lib
         here / _LIB_NAME,  # the library copied into the package
         here.parent / _LIB_NAME,  # <prefix>/lib/scanops + <prefix>/lib/libscanops.so
         here.parent.parent / _LIB_NAME,  # <prefix>/lib/python/scanops (cmake --install)
@@ -94,6 +105,42 @@ def _load() -> Optional[str]:
     )
 
 
+try:
+    from . import _build_info  # written by CMake into installed packages only
+except ImportError:
+    _build_info = None
+
+
+def _major_minor(version: str) -> tuple:
+    m = re.match(r"(\d+)\.(\d+)", version)
+    return (int(m.group(1)), int(m.group(2))) if m else ()
+
+
+def _check_torch_version() -> None:
+    if _build_info is None or not _build_info.TORCH_VERSION:
+        return
+    built, running = _build_info.TORCH_VERSION, torch.__version__
+    if _major_minor(built) == _major_minor(running):
+        if _build_info.WITH_CUDA and torch.version.cuda is None:
+            raise ImportError(
+                f"scanops {_build_info.VERSION} was built with its CUDA back end against torch "
+                f"{built} (CUDA {_build_info.TORCH_CUDA}), but the installed torch {running} is a "
+                "CPU-only build: rebuild scanops against this torch (pip install "
+                "--no-build-isolation --force-reinstall <scanops source>)")
+        return
+    message = (
+        f"scanops {_build_info.VERSION} was built against torch {built}, but torch "
+        f"{running} is installed. libtorch has no stable C++ ABI across minor versions: "
+        f"rebuild scanops against this torch (pip install --no-build-isolation "
+        f"--force-reinstall <scanops source>), or install torch=={'.'.join(map(str, _major_minor(built)))}.*")
+    if os.environ.get("SCANOPS_ALLOW_TORCH_MISMATCH") == "1":
+        warnings.warn(message + " (loading anyway: SCANOPS_ALLOW_TORCH_MISMATCH=1)",
+                      RuntimeWarning, stacklevel=3)
+        return
+    raise ImportError(message + ". Set SCANOPS_ALLOW_TORCH_MISMATCH=1 to try anyway.")
+
+
+_check_torch_version()
 _LIBRARY_PATH = _load()
 
 
@@ -107,6 +154,27 @@ def _library_version(path: Optional[str]) -> str:
 
 
 __version__ = _library_version(_LIBRARY_PATH)
+
+
+def build_info() -> dict:
+    """What the installed library was built against: scanops version, torch version,
+    torch's CUDA version, whether the CUDA back end is in, the CUDA architectures. Empty for
+    the source tree's package (no install step wrote it)."""
+    if _build_info is None:
+        return {}
+    return {k.lower(): getattr(_build_info, k) for k in
+            ("VERSION", "TORCH_VERSION", "TORCH_CUDA", "WITH_CUDA", "CUDA_ARCHS")}
+
+
+def cmake_prefix_path() -> Optional[str]:
+    """The prefix holding ``lib/cmake/scanops`` (the CMake package, for
+    ``find_package(scanops)``) and ``include/scanops``: the package directory itself for a
+    pip install, ``<prefix>`` for ``cmake --install``; ``None`` for the source tree."""
+    here = Path(__file__).resolve().parent
+    for prefix in (here, here.parent.parent.parent):
+        if (prefix / "lib" / "cmake" / "scanops" / "scanopsConfig.cmake").is_file():
+            return str(prefix)
+    return None
 
 
 def library_path() -> Optional[str]:

@@ -12,6 +12,14 @@
 #                loader runs it (needs: examples; a C++ compiler at export time)
 #   python       the Python package from the install tree (lib/python/scanops) runs
 #                examples/python_demo.py (needs: install)
+#   pip          pip install --no-build-isolation --target <work>/pip-site . (the wheel
+#                layout: scanops/ with lib/libscanops.so, include/, lib/cmake/; beside links
+#                to the Python's torch/ and nvidia/, as in a site-packages); checks the
+#                library's RUNPATH is relative ($ORIGIN/../../torch/lib), imports it from
+#                another directory with no SCANOPS_* variable, then builds and runs the
+#                outside project against it (CMAKE_PREFIX_PATH from
+#                python -m scanops --cmake-prefix-path). Needs scikit-build-core. Not part of
+#                the default list (it builds the library once more): name it.
 #
 # Usage: test/consumers/run_consumers.sh [STEP...]   (no STEP: all, in the order above)
 # Environment:
@@ -21,6 +29,7 @@
 #   SCANOPS_PYTHON         the Python with torch (default <repo>/.venv/bin/python, else python3)
 #   SCANOPS_AOTI_DEVICES   devices to compile AOTI packages for (default: cpu, plus cuda when
 #                          torch sees a GPU)
+#   SCANOPS_CUDA_ARCHS     the pip step's CUDA architectures (default: those of SCANOPS_BUILD_DIR)
 set -euo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 BUILD_DIR="${SCANOPS_BUILD_DIR:-$REPO/build}"
@@ -160,12 +169,69 @@ print(f"scanops {scanops.__version__}: package and library from the install tree
 EOF
 }
 
+step_pip() {
+  log "pip install --no-build-isolation . (wheel layout), import, find_package(scanops) from it"
+  "$PY" -c 'import scikit_build_core' 2>/dev/null ||
+    fail "the pip step needs scikit-build-core in $PY (requirements-tools.txt)"
+  local site="$WORK/pip-site" tsite
+  rm -rf "$site"
+  mkdir -p "$site"
+  tsite="$("$PY" -c 'import os, torch; print(os.path.dirname(os.path.dirname(torch.__file__)))')"
+  ln -s "$tsite/torch" "$site/torch"
+  if [ -d "$tsite/nvidia" ]; then ln -s "$tsite/nvidia" "$site/nvidia"; fi
+  # Same CUDA architectures as the main build (a GPU-less CI builds one, not the release list).
+  local archs="${SCANOPS_CUDA_ARCHS:-}"
+  if [ -z "$archs" ] && [ -f "$BUILD_DIR/CMakeCache.txt" ]; then
+    archs="$(sed -n 's/^SCANOPS_CUDA_ARCHS:[A-Z]*=//p' "$BUILD_DIR/CMakeCache.txt")"
+  fi
+  timed pip-install env ${archs:+SCANOPS_CUDA_ARCHS="$archs"} "$PY" -m pip install -q \
+    --no-build-isolation --no-deps --target "$site" -C build-dir="$WORK/pip-build" "$REPO"
+  local lib="$site/scanops/lib/libscanops.so"
+  for f in scanops/__init__.py scanops/__main__.py scanops/_build_info.py scanops/lib/libscanops.so \
+           scanops/include/scanops/scanops.h scanops/lib/cmake/scanops/scanopsConfig.cmake; do
+    [ -e "$site/$f" ] || fail "the pip install is missing $f"
+  done
+  local runpath
+  runpath="$(readelf -d "$lib" | sed -n 's/.*R[UN]*PATH.*\[\(.*\)\]/\1/p')"
+  echo "RUNPATH of the pip-installed library: $runpath"
+  if tr ':' '\n' <<<"$runpath" | grep -q '^/'; then
+    fail "the pip-installed library's RUNPATH has absolute paths (the build machine's): $runpath"
+  fi
+  grep -qF '$ORIGIN/../../torch/lib' <<<"$runpath" || fail "RUNPATH lacks \$ORIGIN/../../torch/lib"
+  check_libs "$lib" || fail "the pip-installed library does not find its libraries"
+  mkdir -p "$WORK/elsewhere"
+  (cd "$WORK/elsewhere" && PYTHONPATH="$site" SITE="$site" "$PY" - <<'EOF'
+import os, torch, scanops
+lib = os.path.realpath(scanops.library_path())
+site = os.path.realpath(os.environ["SITE"])
+assert lib.startswith(site + "/scanops/lib/"), f"loaded {lib}, not the pip install"
+x = torch.arange(6.0).reshape(2, 3)
+assert torch.equal(torch.ops.scanops.cumsum(x, 1), x.cumsum(1))
+assert torch.equal(scanops.cumsum(x, 1, exclusive=True), x.cumsum(1) - x)
+info = scanops.build_info()
+assert info["torch_version"].split(".")[:2] == torch.__version__.split(".")[:2], info
+print(f"pip-installed scanops {scanops.__version__} from {lib}: ops OK; built with {info}")
+EOF
+  ) || fail "importing the pip-installed package failed"
+  local prefix
+  prefix="$(cd "$WORK/elsewhere" && PYTHONPATH="$site" "$PY" -m scanops --cmake-prefix-path)"
+  echo "python -m scanops --cmake-prefix-path: $prefix"
+  [[ "$prefix" == "$site/scanops;"* ]] || fail "unexpected --cmake-prefix-path: $prefix"
+  rm -rf "$WORK/outside-pip"
+  "$CMAKE" -S "$REPO/test/consumers/outside_project" -B "$WORK/outside-pip" "${GEN[@]}" \
+    -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$prefix" >"$WORK/outside-pip.configure.log" 2>&1 ||
+    { cat "$WORK/outside-pip.configure.log"; fail "configuring the outside project against the pip install failed"; }
+  timed build "$CMAKE" --build "$WORK/outside-pip"
+  check_libs "$WORK/outside-pip/scanops_hello"
+  timed run clean_env "$WORK/outside-pip/scanops_hello"
+}
+
 steps=("$@")
 [ ${#steps[@]} -eq 0 ] && steps=(install outside examples torchscript aoti python)
 for s in "${steps[@]}"; do
   case "$s" in
-    install|outside|examples|torchscript|aoti|python) "step_$s" ;;
-    *) fail "unknown step '$s' (install outside examples torchscript aoti python)" ;;
+    install|outside|examples|torchscript|aoti|python|pip) "step_$s" ;;
+    *) fail "unknown step '$s' (install outside examples torchscript aoti python pip)" ;;
   esac
 done
 log "consumers OK: ${steps[*]}"

@@ -115,6 +115,24 @@ def test_python_package_from_install(installed):
     assert "all checks passed" in out and "from the install tree" in out
 
 
+def _has_module(name: str) -> bool:
+    import importlib.util
+    return importlib.util.find_spec(name) is not None
+
+
+@needs_cxx
+@pytest.mark.skipif(not _has_module("scikit_build_core"),
+                    reason="needs scikit-build-core (requirements-tools.txt) for pip install .")
+@pytest.mark.skipif(shutil.which("readelf") is None, reason="needs readelf (binutils)")
+def test_pip_package():
+    """pip install --no-build-isolation . into a site-packages beside torch: the library's
+    RUNPATH is relative to the installed torch, import works from another directory with no
+    environment variable, and an outside CMake project builds and runs against it
+    (find_package(scanops) through python -m scanops --cmake-prefix-path)."""
+    out = run_step("pip", timeout=2400)
+    assert "ops OK" in out and "scanops " in out
+
+
 _AOTI_PROBE = textwrap.dedent("""
     import json, sys, torch
     torch.ops.load_library(sys.argv[1])

@@ -179,3 +179,45 @@ def test_export_save_load_dynamic(tmp_path):
     for got, want in zip(loaded.module()(x, a), M()(x, a)):
         assert got.dtype == want.dtype
         torch.testing.assert_close(got, want)
+
+
+@pytest.mark.skipif(not BUILD_LIB.exists(), reason=f"no {BUILD_LIB}")
+def test_torch_version_mismatch_is_refused(tmp_path):
+    """An installed package records the torch it was built against (_build_info.py, written
+    by CMake); under another torch major.minor the import fails clearly, or only warns with
+    SCANOPS_ALLOW_TORCH_MISMATCH=1."""
+    pkg = tmp_path / "scanops"
+    pkg.mkdir()
+    for name in ("__init__.py", "__main__.py"):
+        (pkg / name).write_text((REPO / "python" / "scanops" / name).read_text())
+    (pkg / "_build_info.py").write_text(
+        'VERSION = "0.1.0"\nTORCH_VERSION = "1.0.0+cu999"\nTORCH_CUDA = ""\n'
+        'WITH_CUDA = False\nCUDA_ARCHS = ""\n')
+    code = "import scanops; print(scanops.library_path(), scanops.build_info()['torch_version'])"
+    r = python(code, PYTHONPATH=str(tmp_path), SCANOPS_LIBRARY=str(BUILD_LIB))
+    assert r.returncode != 0
+    assert "ImportError" in r.stderr and "built against torch 1.0.0+cu999" in r.stderr, r.stderr
+    assert f"but torch {torch.__version__} is installed" in r.stderr, r.stderr
+    r = python(code, PYTHONPATH=str(tmp_path), SCANOPS_LIBRARY=str(BUILD_LIB),
+               SCANOPS_ALLOW_TORCH_MISMATCH="1")
+    assert r.returncode == 0, r.stderr
+    assert "RuntimeWarning" in r.stderr and r.stdout.split()[-1] == "1.0.0+cu999"
+    # the same major.minor: no complaint
+    (pkg / "_build_info.py").write_text(
+        f'VERSION = "0.1.0"\nTORCH_VERSION = "{torch.__version__}"\nTORCH_CUDA = ""\n'
+        'WITH_CUDA = False\nCUDA_ARCHS = ""\n')
+    r = python(code, PYTHONPATH=str(tmp_path), SCANOPS_LIBRARY=str(BUILD_LIB))
+    assert r.returncode == 0 and not r.stderr.strip(), r.stderr
+
+
+@pytest.mark.skipif(not BUILD_LIB.exists(), reason=f"no {BUILD_LIB}")
+def test_main_without_cmake_package():
+    """python -m scanops from the source tree: the summary works; --cmake-prefix-path says
+    there is no CMake package (the source tree's package has none)."""
+    env = dict(PYTHONPATH=str(REPO / "python"), SCANOPS_LIBRARY=str(BUILD_LIB))
+    r = python("import sys; from scanops.__main__ import main; sys.exit(main([]))", **env)
+    assert r.returncode == 0, r.stderr
+    assert "scanops " in r.stdout and "library:" in r.stdout
+    r = python("import sys; from scanops.__main__ import main; "
+               "sys.exit(main(['--cmake-prefix-path']))", **env)
+    assert r.returncode != 0 and "no CMake package" in r.stderr
