@@ -195,35 +195,41 @@ def main():
         for w in group:
             x, m = make_inputs(w, dev)
             cands = candidates(w, x, m, not args.no_compile)
+            creps = {}
             for name, fn in list(cands.items()):
-                try:  # warm-up (and compilation)
-                    for _ in range(3):
+                try:  # warm-up (and compilation), then one timed call
+                    for _ in range(2):
                         fn()
+                    t1 = time_once_ms(fn, 1)
                 except Exception as e:  # noqa: BLE001
                     print(f"{w['name']}: {name} failed: {type(e).__name__}: {e}"[:300],
                           file=sys.stderr)
                     del cands[name]
+                    continue
+                # Slow candidates (torch eager on some shapes takes seconds) get fewer repeats:
+                # about 150 ms of timing per round at most.
+                creps[name] = max(1, min(reps, int(150 / max(t1, 1e-3))))
             # Bitwise run-to-run check of scanops (forward: outputs; fwd+bwd: gradients).
             r1, r2 = cands["scanops"](), cands["scanops"]()
             r1 = r1 if isinstance(r1, (tuple, list)) else (r1,)
             r2 = r2 if isinstance(r2, (tuple, list)) else (r2,)
             bitwise = all(torch.equal(a, b) for a, b in zip(r1, r2))
             del r1, r2
-            prepared.append((w, cands, bitwise, (x, m)))
+            prepared.append((w, cands, creps, bitwise, (x, m)))
         torch.cuda.synchronize()
         best = {}
         floor_runs = []
         for _ in range(args.rounds):
             t = time_once_ms(copy, reps)
             floor_runs.append(t)
-            for w, cands, _, _ in prepared:
+            for w, cands, creps, _, _ in prepared:
                 for name, fn in cands.items():
-                    t = time_once_ms(fn, reps)
+                    t = time_once_ms(fn, creps[name])
                     key = (w["name"], name)
                     best[key] = min(best.get(key, float("inf")), t)
         floor = min(floor_runs)
         spread = (max(floor_runs) - floor) / floor
-        for w, cands, bitwise, _ in prepared:
+        for w, cands, _, bitwise, _ in prepared:
             get = lambda k: best.get((w["name"], k), float("nan"))  # noqa: E731
             row = dict(workload=w["name"], shape=list(w["shape"]), dtype=str(w["dtype"]),
                        dim=w["dim"], fwd_bwd=w["bwd"], bytes=nbytes, copy_ms=floor,

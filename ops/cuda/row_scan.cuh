@@ -22,8 +22,8 @@
 // segmented (packed short rows), reverse, exclusive and masked/affine inputs with any
 // trivially copyable state, and the look-back keeps a fixed association order (run-to-run
 // reproducible), which cub::DeviceScan 3.0 does not. The tile shape follows CUB's measured
-// one (warp-striped vector loads, a warp transpose through padded shared memory, 64 bytes of
-// input per thread per tile).
+// one (warp-striped vector loads, a warp transpose through padded shared memory, 128 bytes of
+// input per thread per tile, SCANOPS_ROW_BYTES).
 #pragma once
 
 #include "ops/cuda/block_scan.cuh"
@@ -34,7 +34,9 @@ namespace scanops::cuda {
 constexpr int kRowThreads = 256;
 constexpr int kRowWarps = kRowThreads / kWarpSize;
 #ifndef SCANOPS_ROW_BYTES
-#define SCANOPS_ROW_BYTES 64  // input bytes per thread per tile (per input tensor)
+// Input bytes per thread per tile (per input tensor). Measured on the H100 (fp32 rows of
+// 32768): 128 bytes (32 floats, 2 blocks of 256 threads per SM) reached 95% of copy speed.
+#define SCANOPS_ROW_BYTES 128
 #endif
 
 constexpr int pow2_floor(int v) { return v <= 1 ? 1 : 2 * pow2_floor(v / 2); }
