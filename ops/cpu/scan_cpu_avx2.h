@@ -24,51 +24,56 @@
 
 namespace avx2 {
 
+// Everything below is small and must inline into the hot loops (GCC otherwise keeps some of
+// these calls, passing vector states through the stack).
+#define SCANOPS_AI inline __attribute__((always_inline))
+#define SCANOPS_AIL __attribute__((always_inline))
+
 // ---- vector states: K float64 vectors (K = 1 for Sum / Prod, 2 for Affine (A, B)) ----------
 template <int K>
 struct VS {
   __m256d c[K];
 };
 
-static inline __m256d bcast_last(__m256d x) { return _mm256_permute4x64_pd(x, 0xFF); }
-static inline __m256d rev4(__m256d x) { return _mm256_permute4x64_pd(x, 0x1B); }
+static SCANOPS_AI __m256d bcast_last(__m256d x) { return _mm256_permute4x64_pd(x, 0xFF); }
+static SCANOPS_AI __m256d rev4(__m256d x) { return _mm256_permute4x64_pd(x, 0x1B); }
 // [id, x0, x1, x2]
-static inline __m256d shift1(__m256d x, __m256d id) {
+static SCANOPS_AI __m256d shift1(__m256d x, __m256d id) {
   return _mm256_blend_pd(_mm256_permute4x64_pd(x, 0x90), id, 0x1);
 }
 // [id, id, x0, x1]
-static inline __m256d shift2(__m256d x, __m256d id) { return _mm256_permute2f128_pd(x, id, 0x02); }
+static SCANOPS_AI __m256d shift2(__m256d x, __m256d id) { return _mm256_permute2f128_pd(x, id, 0x02); }
 
 struct SumOp {
   static constexpr int K = 1;
   using S = double;
-  static inline VS<1> id() { return {{_mm256_setzero_pd()}}; }
-  static inline __m256d idc(int) { return _mm256_setzero_pd(); }
-  static inline VS<1> comb(const VS<1>& a, const VS<1>& b) { return {{_mm256_add_pd(a.c[0], b.c[0])}}; }
-  static inline __m256d value(const VS<1>& s) { return s.c[0]; }
-  static inline VS<1> bcast(S s) { return {{_mm256_set1_pd(s)}}; }
-  static inline S lane0(const VS<1>& v) { return _mm256_cvtsd_f64(v.c[0]); }
-  static inline S scomb(S a, S b) { return a + b; }
-  static inline double svalue(S s) { return s; }
-  static inline S sid() { return 0.0; }
-  static inline void to_comps(S s, double* d, int64_t w, int64_t j) { d[j] = s; (void)w; }
-  static inline S from_comps(const double* d, int64_t w, int64_t j) { (void)w; return d[j]; }
+  static SCANOPS_AI VS<1> id() { return {{_mm256_setzero_pd()}}; }
+  static SCANOPS_AI __m256d idc(int) { return _mm256_setzero_pd(); }
+  static SCANOPS_AI VS<1> comb(const VS<1>& a, const VS<1>& b) { return {{_mm256_add_pd(a.c[0], b.c[0])}}; }
+  static SCANOPS_AI __m256d value(const VS<1>& s) { return s.c[0]; }
+  static SCANOPS_AI VS<1> bcast(S s) { return {{_mm256_set1_pd(s)}}; }
+  static SCANOPS_AI S lane0(const VS<1>& v) { return _mm256_cvtsd_f64(v.c[0]); }
+  static SCANOPS_AI S scomb(S a, S b) { return a + b; }
+  static SCANOPS_AI double svalue(S s) { return s; }
+  static SCANOPS_AI S sid() { return 0.0; }
+  static SCANOPS_AI void to_comps(S s, double* d, int64_t w, int64_t j) { d[j] = s; (void)w; }
+  static SCANOPS_AI S from_comps(const double* d, int64_t w, int64_t j) { (void)w; return d[j]; }
 };
 
 struct ProdOp {
   static constexpr int K = 1;
   using S = double;
-  static inline VS<1> id() { return {{_mm256_set1_pd(1.0)}}; }
-  static inline __m256d idc(int) { return _mm256_set1_pd(1.0); }
-  static inline VS<1> comb(const VS<1>& a, const VS<1>& b) { return {{_mm256_mul_pd(a.c[0], b.c[0])}}; }
-  static inline __m256d value(const VS<1>& s) { return s.c[0]; }
-  static inline VS<1> bcast(S s) { return {{_mm256_set1_pd(s)}}; }
-  static inline S lane0(const VS<1>& v) { return _mm256_cvtsd_f64(v.c[0]); }
-  static inline S scomb(S a, S b) { return a * b; }
-  static inline double svalue(S s) { return s; }
-  static inline S sid() { return 1.0; }
-  static inline void to_comps(S s, double* d, int64_t w, int64_t j) { d[j] = s; (void)w; }
-  static inline S from_comps(const double* d, int64_t w, int64_t j) { (void)w; return d[j]; }
+  static SCANOPS_AI VS<1> id() { return {{_mm256_set1_pd(1.0)}}; }
+  static SCANOPS_AI __m256d idc(int) { return _mm256_set1_pd(1.0); }
+  static SCANOPS_AI VS<1> comb(const VS<1>& a, const VS<1>& b) { return {{_mm256_mul_pd(a.c[0], b.c[0])}}; }
+  static SCANOPS_AI __m256d value(const VS<1>& s) { return s.c[0]; }
+  static SCANOPS_AI VS<1> bcast(S s) { return {{_mm256_set1_pd(s)}}; }
+  static SCANOPS_AI S lane0(const VS<1>& v) { return _mm256_cvtsd_f64(v.c[0]); }
+  static SCANOPS_AI S scomb(S a, S b) { return a * b; }
+  static SCANOPS_AI double svalue(S s) { return s; }
+  static SCANOPS_AI S sid() { return 1.0; }
+  static SCANOPS_AI void to_comps(S s, double* d, int64_t w, int64_t j) { d[j] = s; (void)w; }
+  static SCANOPS_AI S from_comps(const double* d, int64_t w, int64_t j) { (void)w; return d[j]; }
 };
 
 // combine(f, g) = (g.a * f.a, g.a * f.b + g.b): "f, then g". The scalar form uses the same
@@ -76,73 +81,73 @@ struct ProdOp {
 struct AffineOp {
   static constexpr int K = 2;
   using S = AffineState<double>;
-  static inline VS<2> id() { return {{_mm256_set1_pd(1.0), _mm256_setzero_pd()}}; }
-  static inline __m256d idc(int k) { return k == 0 ? _mm256_set1_pd(1.0) : _mm256_setzero_pd(); }
-  static inline VS<2> comb(const VS<2>& f, const VS<2>& g) {
+  static SCANOPS_AI VS<2> id() { return {{_mm256_set1_pd(1.0), _mm256_setzero_pd()}}; }
+  static SCANOPS_AI __m256d idc(int k) { return k == 0 ? _mm256_set1_pd(1.0) : _mm256_setzero_pd(); }
+  static SCANOPS_AI VS<2> comb(const VS<2>& f, const VS<2>& g) {
     return {{_mm256_mul_pd(g.c[0], f.c[0]), _mm256_fmadd_pd(g.c[0], f.c[1], g.c[1])}};
   }
-  static inline __m256d value(const VS<2>& s) { return s.c[1]; }
-  static inline VS<2> bcast(S s) { return {{_mm256_set1_pd(s.a), _mm256_set1_pd(s.b)}}; }
-  static inline S lane0(const VS<2>& v) { return {_mm256_cvtsd_f64(v.c[0]), _mm256_cvtsd_f64(v.c[1])}; }
-  static inline S scomb(S f, S g) { return {g.a * f.a, __builtin_fma(g.a, f.b, g.b)}; }
-  static inline double svalue(S s) { return s.b; }
-  static inline S sid() { return {1.0, 0.0}; }
-  static inline void to_comps(S s, double* d, int64_t w, int64_t j) { d[j] = s.a; d[w + j] = s.b; }
-  static inline S from_comps(const double* d, int64_t w, int64_t j) { return {d[j], d[w + j]}; }
+  static SCANOPS_AI __m256d value(const VS<2>& s) { return s.c[1]; }
+  static SCANOPS_AI VS<2> bcast(S s) { return {{_mm256_set1_pd(s.a), _mm256_set1_pd(s.b)}}; }
+  static SCANOPS_AI S lane0(const VS<2>& v) { return {_mm256_cvtsd_f64(v.c[0]), _mm256_cvtsd_f64(v.c[1])}; }
+  static SCANOPS_AI S scomb(S f, S g) { return {g.a * f.a, __builtin_fma(g.a, f.b, g.b)}; }
+  static SCANOPS_AI double svalue(S s) { return s.b; }
+  static SCANOPS_AI S sid() { return {1.0, 0.0}; }
+  static SCANOPS_AI void to_comps(S s, double* d, int64_t w, int64_t j) { d[j] = s.a; d[w + j] = s.b; }
+  static SCANOPS_AI S from_comps(const double* d, int64_t w, int64_t j) { return {d[j], d[w + j]}; }
 };
 
 template <class Op>
-static inline VS<Op::K> vshift1(const VS<Op::K>& v) {
+static SCANOPS_AI VS<Op::K> vshift1(const VS<Op::K>& v) {
   VS<Op::K> r;
   for (int k = 0; k < Op::K; ++k) r.c[k] = shift1(v.c[k], Op::idc(k));
   return r;
 }
 template <class Op>
-static inline VS<Op::K> vshift2(const VS<Op::K>& v) {
+static SCANOPS_AI VS<Op::K> vshift2(const VS<Op::K>& v) {
   VS<Op::K> r;
   for (int k = 0; k < Op::K; ++k) r.c[k] = shift2(v.c[k], Op::idc(k));
   return r;
 }
 template <class Op>
-static inline VS<Op::K> vbcast_last(const VS<Op::K>& v) {
+static SCANOPS_AI VS<Op::K> vbcast_last(const VS<Op::K>& v) {
   VS<Op::K> r;
   for (int k = 0; k < Op::K; ++k) r.c[k] = bcast_last(v.c[k]);
   return r;
 }
 template <class Op>
-static inline VS<Op::K> vrev(const VS<Op::K>& v) {
+static SCANOPS_AI VS<Op::K> vrev(const VS<Op::K>& v) {
   VS<Op::K> r;
   for (int k = 0; k < Op::K; ++k) r.c[k] = rev4(v.c[k]);
   return r;
 }
 // Inclusive in-register scan of 4 lanes (lane 0 first in scan order).
 template <class Op>
-static inline VS<Op::K> scan4(VS<Op::K> v) {
+static SCANOPS_AI VS<Op::K> scan4(VS<Op::K> v) {
   v = Op::comb(vshift1<Op>(v), v);
   v = Op::comb(vshift2<Op>(v), v);
   return v;
 }
 
 // ---- loads and stores ---------------------------------------------------------------------
-static inline __m256d load4(const float* p) { return _mm256_cvtps_pd(_mm_loadu_ps(p)); }
-static inline __m256d load4(const double* p) { return _mm256_loadu_pd(p); }
-static inline double load1(const float* p) { return static_cast<double>(*p); }
-static inline double load1(const double* p) { return *p; }
+static SCANOPS_AI __m256d load4(const float* p) { return _mm256_cvtps_pd(_mm_loadu_ps(p)); }
+static SCANOPS_AI __m256d load4(const double* p) { return _mm256_loadu_pd(p); }
+static SCANOPS_AI double load1(const float* p) { return static_cast<double>(*p); }
+static SCANOPS_AI double load1(const double* p) { return *p; }
 
 template <bool kNT>
-static inline void store4(float* p, __m256d v) {
+static SCANOPS_AI void store4(float* p, __m256d v) {
   const __m128 f = _mm256_cvtpd_ps(v);
   if constexpr (kNT) _mm_stream_ps(p, f); else _mm_storeu_ps(p, f);
 }
 template <bool kNT>
-static inline void store4(double* p, __m256d v) {
+static SCANOPS_AI void store4(double* p, __m256d v) {
   if constexpr (kNT) _mm256_stream_pd(p, v); else _mm256_storeu_pd(p, v);
 }
-static inline void store1(float* p, double v) { *p = static_cast<float>(v); }
-static inline void store1(double* p, double v) { *p = v; }
+static SCANOPS_AI void store1(float* p, double v) { *p = static_cast<float>(v); }
+static SCANOPS_AI void store1(double* p, double v) { *p = v; }
 
 // Lane mask (all ones where mask[i] != 0) of 4 bools.
-static inline __m256d mask4(const bool* m) {
+static SCANOPS_AI __m256d mask4(const bool* m) {
   int32_t bits;
   std::memcpy(&bits, m, 4);
   const __m256i b = _mm256_cvtepu8_epi64(_mm_cvtsi32_si128(bits));
@@ -151,7 +156,7 @@ static inline __m256d mask4(const bool* m) {
 
 // Elements idx..idx+3 (memory order) lifted to states; masked-off lanes become identity.
 template <class Op, class T, bool kMask>
-static inline VS<Op::K> lift4(const T* in, const T* coeff, const bool* mask, int64_t idx) {
+static SCANOPS_AI VS<Op::K> lift4(const T* in, const T* coeff, const bool* mask, int64_t idx) {
   VS<Op::K> v;
   if constexpr (Op::K == 2) {
     v.c[0] = load4(coeff + idx);
@@ -166,7 +171,7 @@ static inline VS<Op::K> lift4(const T* in, const T* coeff, const bool* mask, int
   return v;
 }
 template <class Op, class T, bool kMask>
-static inline typename Op::S lift1(const T* in, const T* coeff, const bool* mask, int64_t idx) {
+static SCANOPS_AI typename Op::S lift1(const T* in, const T* coeff, const bool* mask, int64_t idx) {
   if constexpr (kMask) {
     if (!mask[idx]) return Op::sid();
   }
@@ -197,13 +202,13 @@ static typename Op::S row_block_impl(const Ptrs<T>& p, int64_t row, int64_t n, i
   V L = Op::id();
   __m256d prev = _mm256_set1_pd(kCarry ? Op::svalue(C) : Op::svalue(Op::sid()));
   // memory index of the first element of a group of 4 at scan position s
-  auto at4 = [&](int64_t s) { return kRev ? row + n - 4 - s : row + s; };
-  auto load = [&](int64_t s) {
+  auto at4 = [&](int64_t s) SCANOPS_AIL { return kRev ? row + n - 4 - s : row + s; };
+  auto load = [&](int64_t s) SCANOPS_AIL {
     V v = lift4<Op, T, kMask>(p.in, p.coeff, p.mask, at4(s));
     if constexpr (kRev) v = vrev<Op>(v);
     return v;
   };
-  auto emit = [&](int64_t s, const V& R) {
+  auto emit = [&](int64_t s, const V& R) SCANOPS_AIL {
     __m256d o = Op::value(kCarry ? Op::comb(Cv, R) : R);
     if constexpr (kExcl) {
       const __m256d e = _mm256_blend_pd(_mm256_permute4x64_pd(o, 0x90), prev, 0x1);
@@ -250,7 +255,7 @@ template <class Op, class T, bool kRev, bool kMask, bool kExcl, bool kNT>
 static void rows4_impl(const Ptrs<T>& p, int64_t o0, int64_t o1) {
   using V = VS<Op::K>;
   const __m256d first = _mm256_set1_pd(Op::svalue(Op::sid()));
-  auto one = [&](int64_t row) {
+  auto one = [&](int64_t row) SCANOPS_AIL {
     V v = lift4<Op, T, kMask>(p.in, p.coeff, p.mask, row);
     if constexpr (kRev) v = vrev<Op>(v);
     __m256d o = Op::value(Op::comb(Op::id(), scan4<Op>(v)));
@@ -283,7 +288,7 @@ static void col_walk_impl(const Ptrs<T>& p, int64_t n, int64_t inner, bool rev, 
       const V x = lift4<Op, T, kMask>(p.in, p.coeff, p.mask, base + j);
       V l;
       for (int k = 0; k < Op::K; ++k) l.c[k] = _mm256_loadu_pd(L + k * w + j);
-      auto outv = [&](const V& st) {
+      auto outv = [&](const V& st) SCANOPS_AIL {
         if constexpr (kCarry) {
           V c;
           for (int k = 0; k < Op::K; ++k) c.c[k] = _mm256_loadu_pd(C + k * w + j);
@@ -300,7 +305,7 @@ static void col_walk_impl(const Ptrs<T>& p, int64_t n, int64_t inner, bool rev, 
     for (; j < w; ++j) {
       const S x = lift1<Op, T, kMask>(p.in, p.coeff, p.mask, base + j);
       S l = Op::from_comps(L, w, j);
-      auto outs = [&](const S& st) {
+      auto outs = [&](const S& st) SCANOPS_AIL {
         if constexpr (kCarry) {
           return Op::svalue(Op::scomb(Op::from_comps(C, w, j), st));
         } else {
@@ -315,6 +320,8 @@ static void col_walk_impl(const Ptrs<T>& p, int64_t n, int64_t inner, bool rev, 
   }
 }
 
-static inline void sfence() { _mm_sfence(); }
+static SCANOPS_AI void sfence() { _mm_sfence(); }
 
+#undef SCANOPS_AI
+#undef SCANOPS_AIL
 }  // namespace avx2
