@@ -219,6 +219,27 @@ static typename Op::S row_block_impl(const Ptrs<T>& p, int64_t row, int64_t n, i
     store4<kNT>(p.out + at4(s), o);
   };
   int64_t s = s0;
+  if constexpr (!kWrite) {
+    // Totals only: the same tree as the scan's last lanes, without the other lanes.
+    // scan4's lane 3 is comb(comb(x0, x1), comb(x2, x3)); P1's offset last lane is
+    // comb(P0[3], P1[3]); L = comb(L, that) -- exactly the write loop's L.
+    for (; s + 8 <= s1; s += 8) {
+      const V v = load(s), w = load(s + 4);
+      V a, b, h, u, z;
+      for (int k = 0; k < Op::K; ++k) {
+        a.c[k] = _mm256_unpacklo_pd(v.c[k], w.c[k]);  // [v0, w0, v2, w2]
+        b.c[k] = _mm256_unpackhi_pd(v.c[k], w.c[k]);  // [v1, w1, v3, w3]
+      }
+      const V pr = Op::comb(a, b);  // [c(v0,v1), c(w0,w1), c(v2,v3), c(w2,w3)]
+      for (int k = 0; k < Op::K; ++k) h.c[k] = _mm256_permute2f128_pd(pr.c[k], pr.c[k], 0x01);
+      const V r = Op::comb(pr, h);  // [P0[3], P1[3], ...]
+      for (int k = 0; k < Op::K; ++k) {
+        u.c[k] = _mm256_permute4x64_pd(r.c[k], 0x00);
+        z.c[k] = _mm256_permute4x64_pd(r.c[k], 0x55);
+      }
+      L = Op::comb(L, Op::comb(u, z));
+    }
+  }
   for (; s + 8 <= s1; s += 8) {
     const V P0 = scan4<Op>(load(s));
     V P1 = scan4<Op>(load(s + 4));
