@@ -150,6 +150,10 @@ def _library_version(path: Optional[str]) -> str:
         m = re.search(r"\.so\.(\d+\.\d+\.\d+)$", os.path.realpath(path))
         if m:
             return m.group(1)
+    # A wheel holds one libscanops.so (wheels have no symbolic links); an installed package
+    # records its version.
+    if _build_info is not None and path:
+        return _build_info.VERSION
     return "unknown"
 
 

@@ -14,6 +14,7 @@ import argparse
 import os
 import sys
 
+import torch
 import torch.utils
 
 import scanops
@@ -45,7 +46,6 @@ def main(argv=None) -> int:
     elif args.library:
         print(scanops.library_path())
     else:
-        import torch
         print(f"scanops {scanops.__version__}")
         print(f"  library:      {scanops.library_path()}")
         print(f"  cmake prefix: {scanops.cmake_prefix_path()}")
