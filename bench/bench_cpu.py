@@ -75,14 +75,16 @@ def timed(fn):
     return dt * 1e3
 
 
-def measure(x, sc, eager, reps):
+def measure(x, sc, eager, reps, slow_ms=300.0):
+    """Best of `reps` interleaved rounds; a function slower than `slow_ms` (torch eager along an
+    outer dim takes seconds) runs in the first 2 rounds only, to bound the run time."""
     fns = [lambda: x.clone(), sc] + ([eager] if eager else [])
-    for f in fns:  # warm-up
-        timed(f)
+    warm = [timed(f) for f in fns]
     samples = [[] for _ in fns]
-    for _ in range(reps):
+    for r in range(reps):
         for i, f in enumerate(fns):
-            samples[i].append(timed(f))
+            if i == 0 or r < 2 or warm[i] < slow_ms:
+                samples[i].append(timed(f))
     clone = samples[0]
     spread = (max(clone) - min(clone)) / min(clone)
     return min(clone), spread, min(samples[1]), (min(samples[2]) if eager else None)

@@ -209,6 +209,22 @@ struct Kernel {
   static void finish(const Ctx& c) {
     if (c.stream) sfence();
   }
+  // float32 data: float64 intermediates flush to zero while a task runs (restored after).
+  // No float32 input is a float64 subnormal and no float32 output can tell a float64
+  // subnormal from 0, but Intel cores take a ~100-cycle assist per subnormal operation (the
+  // running products of linear_recurrence / cumprod cross the subnormal range).
+  struct Guard {
+    unsigned csr = 0;
+    Guard() {
+      if constexpr (std::is_same_v<T, float>) {
+        csr = _mm_getcsr();
+        _mm_setcsr(csr | 0x8000u);  // FTZ
+      }
+    }
+    ~Guard() {
+      if constexpr (std::is_same_v<T, float>) _mm_setcsr(csr);
+    }
+  };
 };
 
 }  // namespace avx2
@@ -344,6 +360,7 @@ struct GenericKernel {
     });
   }
   static void finish(const Ctx&) {}
+  struct Guard {};
 };
 
 // ---- scheduling (kernel-independent) ------------------------------------------------------
@@ -378,6 +395,7 @@ struct Scheduler {
     const int64_t threads = at::get_num_threads();
     if (nb == 1) {
       at::parallel_for(0, c.outer, std::max<int64_t>(1, kGrain / n), [&](int64_t b, int64_t e) {
+        [[maybe_unused]] const typename K::Guard guard{};
         K::rows_short(c, b, e);
         K::finish(c);
       });
@@ -385,6 +403,7 @@ struct Scheduler {
     }
     if (threads == 1 || c.outer >= 4 * threads) {
       at::parallel_for(0, c.outer, 1, [&](int64_t b, int64_t e) {
+        [[maybe_unused]] const typename K::Guard guard{};
         for (int64_t o = b; o < e; ++o) {
           S C = K::identity();
           for (int64_t blk = 0; blk < nb; ++blk) {
@@ -403,6 +422,7 @@ struct Scheduler {
     std::vector<std::atomic<int>> ready(static_cast<size_t>(G));
     std::atomic<int64_t> next{0};
     at::parallel_for(0, threads, 1, [&](int64_t, int64_t) {
+      [[maybe_unused]] const typename K::Guard guard{};
       for (;;) {
         const int64_t g = next.fetch_add(1, std::memory_order_relaxed);
         if (g >= G) break;
@@ -443,6 +463,7 @@ struct Scheduler {
       const int64_t ncb = (inner + W - 1) / W, items = c.outer * ncb;
       at::parallel_for(0, items, std::max<int64_t>(1, kGrain / std::max<int64_t>(1, n * W)),
                        [&](int64_t b, int64_t e) {
+                         [[maybe_unused]] const typename K::Guard guard{};
                          std::vector<cst_t> L(static_cast<size_t>(KC * W));
                          for (int64_t it = b; it < e; ++it) {
                            const int64_t o = it / ncb, i0 = (it % ncb) * W, w = std::min(W, inner - i0);
@@ -464,6 +485,7 @@ struct Scheduler {
     };
     if (threads == 1 || items >= 4 * threads) {
       at::parallel_for(0, items, 1, [&](int64_t b, int64_t e) {
+        [[maybe_unused]] const typename K::Guard guard{};
         std::vector<cst_t> L(static_cast<size_t>(KC * W)), C(static_cast<size_t>(KC * W));
         for (int64_t it = b; it < e; ++it) {
           int64_t o, i0, w;
@@ -486,6 +508,7 @@ struct Scheduler {
     std::vector<std::atomic<int>> ready(static_cast<size_t>(G));
     std::atomic<int64_t> next{0};
     at::parallel_for(0, threads, 1, [&](int64_t, int64_t) {
+      [[maybe_unused]] const typename K::Guard guard{};
       std::vector<cst_t> L(static_cast<size_t>(slot));
       for (;;) {
         const int64_t g = next.fetch_add(1, std::memory_order_relaxed);
@@ -518,15 +541,17 @@ struct Scheduler {
   }
 };
 
-// A large output is about to be written in full: ask the kernel for transparent huge pages on
-// its 2 MiB-aligned interior (Linux, THP mode `madvise` or `always`; a no-op under `never`).
-// First-touch page faults on 4 KiB pages cost more than the scan itself on virtual machines
-// (256 MiB: 65536 faults). SCANOPS_CPU_HUGEPAGES=0 turns it off.
+// Opt-in (SCANOPS_CPU_HUGEPAGES=1): a large output is about to be written in full, so ask the
+// kernel for transparent huge pages on its 2 MiB-aligned interior (Linux, THP mode `madvise`).
+// On the 2-core development VM first-touch faults on 4 KiB pages cost more than the scan
+// itself (256 MiB: 65536 faults; 4-5x faster with huge pages), but on a 16-core host huge-page
+// faults (synchronous compaction under THP defrag=madvise) serialised multi-threaded runs, so
+// it is not the default.
 void advise_huge_pages(void* p, int64_t bytes) {
 #if defined(__linux__) && defined(MADV_HUGEPAGE)
   static const bool on = [] {
     const char* e = std::getenv("SCANOPS_CPU_HUGEPAGES");
-    return !(e && std::string(e) == "0");
+    return e && std::string(e) == "1";
   }();
   constexpr uintptr_t kHuge = uintptr_t(2) << 20;
   if (!on || bytes < kStreamBytes) return;
@@ -537,6 +562,16 @@ void advise_huge_pages(void* p, int64_t bytes) {
   (void)p;
   (void)bytes;
 #endif
+}
+
+// Streaming (non-temporal) stores for outputs of at least kStreamBytes;
+// SCANOPS_CPU_STREAM=0 / 1 forces them off / on for every size.
+bool use_streaming_stores(int64_t bytes) {
+  static const int mode = [] {
+    const char* e = std::getenv("SCANOPS_CPU_STREAM");
+    return e ? std::atoi(e) : -1;
+  }();
+  return mode < 0 ? bytes >= kStreamBytes : mode > 0;
 }
 
 bool use_avx2() {
@@ -567,7 +602,7 @@ struct CpuRunner {
                 p.inner,
                 p.spec.flags.exclusive,
                 p.spec.flags.reverse,
-                p.output.numel() * static_cast<int64_t>(sizeof(out_t)) >= kStreamBytes};
+                use_streaming_stores(p.output.numel() * static_cast<int64_t>(sizeof(out_t)))};
     const int64_t block_elems = kBlockBytes / static_cast<int64_t>(sizeof(in_t));
     advise_huge_pages(c.out, p.output.numel() * static_cast<int64_t>(sizeof(out_t)));
 #if defined(SCANOPS_AVX2_KERNELS)
