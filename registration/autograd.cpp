@@ -170,21 +170,44 @@ class LinearRecurrenceFn : public torch::autograd::Function<LinearRecurrenceFn> 
   }
 };
 
+// When no input needs a gradient (inference, or inputs that do not require grad) the op goes
+// straight to the device kernel below Autograd: no autograd node, no saved state (this is
+// most of the host time of a small call).
+bool wants_grad(const at::Tensor& t) {
+  return at::GradMode::is_enabled() && t.requires_grad();
+}
+
 at::Tensor cumsum_autograd(const at::Tensor& self, int64_t dim, bool exclusive, bool reverse,
                            std::optional<at::ScalarType> dtype) {
+  if (!wants_grad(self)) {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    return scanops::cumsum(self, dim, {exclusive, reverse, dtype});
+  }
   return CumsumFn::apply(self, dim, exclusive, reverse, dtype);
 }
 at::Tensor masked_cumsum_autograd(const at::Tensor& self, const at::Tensor& mask, int64_t dim,
                                   bool exclusive, bool reverse,
                                   std::optional<at::ScalarType> dtype) {
+  if (!wants_grad(self)) {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    return scanops::masked_cumsum(self, mask, dim, {exclusive, reverse, dtype});
+  }
   return MaskedCumsumFn::apply(self, mask, dim, exclusive, reverse, dtype);
 }
 at::Tensor cumprod_autograd(const at::Tensor& self, int64_t dim, bool exclusive, bool reverse,
                             std::optional<at::ScalarType> dtype) {
+  if (!wants_grad(self)) {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    return scanops::cumprod(self, dim, {exclusive, reverse, dtype});
+  }
   return CumprodFn::apply(self, dim, exclusive, reverse, dtype);
 }
 at::Tensor linear_recurrence_autograd(const at::Tensor& a, const at::Tensor& x, int64_t dim,
                                       bool exclusive, bool reverse) {
+  if (!wants_grad(a) && !wants_grad(x)) {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    return scanops::linear_recurrence(a, x, dim, {exclusive, reverse});
+  }
   return LinearRecurrenceFn::apply(a, x, dim, exclusive, reverse);
 }
 

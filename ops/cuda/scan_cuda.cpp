@@ -4,6 +4,7 @@
 // and a scratch allocator, and calls launch_scan (compiled in scan_{sum,prod,affine}.cu).
 #include "ops/cuda/scan_cuda.h"
 
+#include <ATen/cuda/CUDAContext.h>
 #include <ATen/ops/empty.h>
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -65,9 +66,8 @@ struct CudaRunner {
 
   static void run(const ScanProblem& p) {
     const c10::cuda::CUDAGuard guard(p.input.device());
-    int sms = 0;
-    C10_CUDA_CHECK(
-        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, p.input.device().index()));
+    // ATen caches the device properties: no driver query per call.
+    const int sms = at::cuda::getDeviceProperties(p.input.device().index())->multiProcessorCount;
     TensorScratch scratch(p.input);
     const DeviceProblem d{p.input.const_data_ptr<in_t>(),
                           p.coeff.defined() ? p.coeff.const_data_ptr<in_t>() : nullptr,
