@@ -3,7 +3,7 @@
 share = (clone time scaled to the op's minimal bytes) / op time, where the op's minimal bytes are
 every input read once plus the output written once, and clone() of the input moves 2 x its bytes
 (read + write). The clone floor is measured interleaved with the op and eager runs (round-robin,
-`--reps` rounds after a warm-up, best of each), so machine noise hits all three alike; the
+`--reps` rounds (default 3) after a warm-up, best of each), so machine noise hits all three alike; the
 floor's spread ((max - min) / min over the rounds) is reported with it.
 
 Usage:
@@ -76,14 +76,15 @@ def timed(fn):
 
 
 def measure(x, sc, eager, reps, slow_ms=300.0):
-    """Best of `reps` interleaved rounds; a function slower than `slow_ms` (torch eager along an
-    outer dim takes seconds) runs in the first 2 rounds only, to bound the run time."""
+    """Best of `reps` interleaved rounds after a warm-up call. A function slower than `slow_ms`
+    (torch eager along an outer dim takes seconds) keeps its warm-up time as a sample and runs
+    in the first round only, to bound the run time (~4 minutes on 16 cores)."""
     fns = [lambda: x.clone(), sc] + ([eager] if eager else [])
     warm = [timed(f) for f in fns]
-    samples = [[] for _ in fns]
+    samples = [[w] if i > 0 and w >= slow_ms else [] for i, w in enumerate(warm)]
     for r in range(reps):
         for i, f in enumerate(fns):
-            if i == 0 or r < 2 or warm[i] < slow_ms:
+            if i == 0 or r < 1 or warm[i] < slow_ms:
                 samples[i].append(timed(f))
     clone = samples[0]
     spread = (max(clone) - min(clone)) / min(clone)
@@ -105,7 +106,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--threads", default=None, help="comma list (default: 1, 2, all)")
     ap.add_argument("--elems", type=int, default=1 << 26, help="elements per tensor (power of 2)")
-    ap.add_argument("--reps", type=int, default=5, help="interleaved rounds (best of)")
+    ap.add_argument("--reps", type=int, default=3, help="interleaved rounds (best of)")
     ap.add_argument("--ops", default=None, help="comma list of op names to run (default: all)")
     ap.add_argument("--shapes", default=None, help="comma list of shape indices (default: all)")
     ap.add_argument("--json", default=None)

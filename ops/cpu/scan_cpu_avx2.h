@@ -128,6 +128,58 @@ static SCANOPS_AI VS<Op::K> scan4(VS<Op::K> v) {
   return v;
 }
 
+// Reverse scans keep the memory lane order: scan-order lane k is memory lane 3 - k, so every
+// shift / broadcast is mirrored (no lane reversal on load and store). The operations and their
+// operands are the same as scanning reversed lanes: same bits.
+template <bool kRev>
+static SCANOPS_AI __m256d dshift1(__m256d x, __m256d id) {
+  if constexpr (kRev) {
+    return _mm256_blend_pd(_mm256_permute4x64_pd(x, 0xF9), id, 0x8);  // [x1, x2, x3, id]
+  } else {
+    return shift1(x, id);
+  }
+}
+template <bool kRev>
+static SCANOPS_AI __m256d dshift2(__m256d x, __m256d id) {
+  if constexpr (kRev) {
+    return _mm256_permute2f128_pd(x, id, 0x21);  // [x2, x3, id, id]
+  } else {
+    return shift2(x, id);
+  }
+}
+template <bool kRev>
+static SCANOPS_AI __m256d dbcast_last(__m256d x) {
+  if constexpr (kRev) {
+    return _mm256_permute4x64_pd(x, 0x00);
+  } else {
+    return bcast_last(x);
+  }
+}
+// Exclusive from inclusive: shift by one scan position, `prev` entering.
+template <bool kRev>
+static SCANOPS_AI __m256d dshift_in(__m256d o, __m256d prev) {
+  if constexpr (kRev) {
+    return _mm256_blend_pd(_mm256_permute4x64_pd(o, 0xF9), prev, 0x8);
+  } else {
+    return _mm256_blend_pd(_mm256_permute4x64_pd(o, 0x90), prev, 0x1);
+  }
+}
+template <class Op, bool kRev>
+static SCANOPS_AI VS<Op::K> dscan4(VS<Op::K> v) {
+  VS<Op::K> t;
+  for (int k = 0; k < Op::K; ++k) t.c[k] = dshift1<kRev>(v.c[k], Op::idc(k));
+  v = Op::comb(t, v);
+  for (int k = 0; k < Op::K; ++k) t.c[k] = dshift2<kRev>(v.c[k], Op::idc(k));
+  v = Op::comb(t, v);
+  return v;
+}
+template <class Op, bool kRev>
+static SCANOPS_AI VS<Op::K> vdbcast_last(const VS<Op::K>& v) {
+  VS<Op::K> r;
+  for (int k = 0; k < Op::K; ++k) r.c[k] = dbcast_last<kRev>(v.c[k]);
+  return r;
+}
+
 // ---- loads and stores ---------------------------------------------------------------------
 static SCANOPS_AI __m256d load4(const float* p) { return _mm256_cvtps_pd(_mm_loadu_ps(p)); }
 static SCANOPS_AI __m256d load4(const double* p) { return _mm256_loadu_pd(p); }
@@ -204,18 +256,15 @@ static typename Op::S row_block_impl(const Ptrs<T>& p, int64_t row, int64_t n, i
   // memory index of the first element of a group of 4 at scan position s
   auto at4 = [&](int64_t s) SCANOPS_AIL { return kRev ? row + n - 4 - s : row + s; };
   auto load = [&](int64_t s) SCANOPS_AIL {
-    V v = lift4<Op, T, kMask>(p.in, p.coeff, p.mask, at4(s));
-    if constexpr (kRev) v = vrev<Op>(v);
-    return v;
+    return lift4<Op, T, kMask>(p.in, p.coeff, p.mask, at4(s));
   };
   auto emit = [&](int64_t s, const V& R) SCANOPS_AIL {
     __m256d o = Op::value(kCarry ? Op::comb(Cv, R) : R);
     if constexpr (kExcl) {
-      const __m256d e = _mm256_blend_pd(_mm256_permute4x64_pd(o, 0x90), prev, 0x1);
-      prev = bcast_last(o);
+      const __m256d e = dshift_in<kRev>(o, prev);
+      prev = dbcast_last<kRev>(o);
       o = e;
     }
-    if constexpr (kRev) o = rev4(o);
     store4<kNT>(p.out + at4(s), o);
   };
   int64_t s = s0;
@@ -226,13 +275,19 @@ static typename Op::S row_block_impl(const Ptrs<T>& p, int64_t row, int64_t n, i
     for (; s + 8 <= s1; s += 8) {
       const V v = load(s), w = load(s + 4);
       V a, b, h, u, z;
+      // (v, w in scan-order lanes; reverse: memory lanes, mirrored)
       for (int k = 0; k < Op::K; ++k) {
-        a.c[k] = _mm256_unpacklo_pd(v.c[k], w.c[k]);  // [v0, w0, v2, w2]
-        b.c[k] = _mm256_unpackhi_pd(v.c[k], w.c[k]);  // [v1, w1, v3, w3]
+        if constexpr (kRev) {
+          a.c[k] = _mm256_unpackhi_pd(v.c[k], w.c[k]);  // [v2, w2, v0, w0] in scan lanes
+          b.c[k] = _mm256_unpacklo_pd(v.c[k], w.c[k]);  // [v3, w3, v1, w1]
+        } else {
+          a.c[k] = _mm256_unpacklo_pd(v.c[k], w.c[k]);  // [v0, w0, v2, w2]
+          b.c[k] = _mm256_unpackhi_pd(v.c[k], w.c[k]);  // [v1, w1, v3, w3]
+        }
       }
-      const V pr = Op::comb(a, b);  // [c(v0,v1), c(w0,w1), c(v2,v3), c(w2,w3)]
+      const V pr = Op::comb(a, b);  // forward: [c(v0,v1), c(w0,w1), c(v2,v3), c(w2,w3)]
       for (int k = 0; k < Op::K; ++k) h.c[k] = _mm256_permute2f128_pd(pr.c[k], pr.c[k], 0x01);
-      const V r = Op::comb(pr, h);  // [P0[3], P1[3], ...]
+      const V r = kRev ? Op::comb(h, pr) : Op::comb(pr, h);  // [P0[3], P1[3], ...]
       for (int k = 0; k < Op::K; ++k) {
         u.c[k] = _mm256_permute4x64_pd(r.c[k], 0x00);
         z.c[k] = _mm256_permute4x64_pd(r.c[k], 0x55);
@@ -241,19 +296,19 @@ static typename Op::S row_block_impl(const Ptrs<T>& p, int64_t row, int64_t n, i
     }
   }
   for (; s + 8 <= s1; s += 8) {
-    const V P0 = scan4<Op>(load(s));
-    V P1 = scan4<Op>(load(s + 4));
-    P1 = Op::comb(vbcast_last<Op>(P0), P1);
+    const V P0 = dscan4<Op, kRev>(load(s));
+    V P1 = dscan4<Op, kRev>(load(s + 4));
+    P1 = Op::comb(vdbcast_last<Op, kRev>(P0), P1);
     if constexpr (kWrite) {
       emit(s, Op::comb(L, P0));
       emit(s + 4, Op::comb(L, P1));
     }
-    L = Op::comb(L, vbcast_last<Op>(P1));
+    L = Op::comb(L, vdbcast_last<Op, kRev>(P1));
   }
   if (s + 4 <= s1) {
-    const V P0 = scan4<Op>(load(s));
+    const V P0 = dscan4<Op, kRev>(load(s));
     if constexpr (kWrite) emit(s, Op::comb(L, P0));
-    L = Op::comb(L, vbcast_last<Op>(P0));
+    L = Op::comb(L, vdbcast_last<Op, kRev>(P0));
     s += 4;
   }
   S l = Op::lane0(L);
@@ -277,11 +332,9 @@ static void rows4_impl(const Ptrs<T>& p, int64_t o0, int64_t o1) {
   using V = VS<Op::K>;
   const __m256d first = _mm256_set1_pd(Op::svalue(Op::sid()));
   auto one = [&](int64_t row) SCANOPS_AIL {
-    V v = lift4<Op, T, kMask>(p.in, p.coeff, p.mask, row);
-    if constexpr (kRev) v = vrev<Op>(v);
-    __m256d o = Op::value(Op::comb(Op::id(), scan4<Op>(v)));
-    if constexpr (kExcl) o = _mm256_blend_pd(_mm256_permute4x64_pd(o, 0x90), first, 0x1);
-    if constexpr (kRev) o = rev4(o);
+    const V v = lift4<Op, T, kMask>(p.in, p.coeff, p.mask, row);
+    __m256d o = Op::value(Op::comb(Op::id(), dscan4<Op, kRev>(v)));
+    if constexpr (kExcl) o = dshift_in<kRev>(o, first);
     store4<kNT>(p.out + row, o);
   };
   int64_t o = o0;
