@@ -97,7 +97,7 @@ __global__ void __launch_bounds__(kColThreads, 4)
 // column_tile_kernel: tiles of kColWarps bands x kBandRows rows x 32 columns.
 constexpr int kColWarps = 8;
 constexpr int kColTileThreads = kColWarps * kWarpSize;
-constexpr int64_t kMinColBands = 16;
+constexpr int64_t kMinColBands = 16;  // column bands (of 32 columns) the tile kernel needs
 
 // Rows per band (per thread): 128 bytes of states in registers.
 template <class state_t>
@@ -129,7 +129,7 @@ ChunkStatus<state_t> make_column_status(const LaunchContext& ctx, int64_t tiles)
 // in order from the status counter: a tile's predecessor (r - 1, b) was taken earlier by a
 // running block, so the look-back cannot deadlock.
 template <class Combine, class Source, class Sink>
-__global__ void __launch_bounds__(kColTileThreads, 3)
+__global__ void __launch_bounds__(kColTileThreads, 2)
     column_tile_kernel(Source src, Sink dst, ColTileGeometry g,
                        ChunkStatus<typename Combine::state_t> status) {
   using state_t = typename Combine::state_t;
@@ -146,14 +146,11 @@ __global__ void __launch_bounds__(kColTileThreads, 3)
   const int64_t bands = g.outer * g.col_tiles;
   const int64_t items = bands * g.row_tiles;
 
-  // Tiles are taken in order from the counter; the next is asked for as a tile starts (as in
-  // row_scan_kernel: the earliest unfinished tile is always being worked on).
-  if (threadIdx.x == 0) next_item = static_cast<int64_t>(atomicAdd(status.counter, 1ull));
-  __syncthreads();
-  unsigned long long prefetched = 0;
-  for (int64_t item = next_item;;) {
+  for (;;) {
+    if (threadIdx.x == 0) next_item = static_cast<int64_t>(atomicAdd(status.counter, 1ull));
+    __syncthreads();
+    const int64_t item = next_item;
     if (item >= items) break;
-    if (threadIdx.x == 0) prefetched = atomicAdd(status.counter, 1ull);
     const int64_t rt = item / bands;
     const int64_t band = item - rt * bands;
     const int64_t o = band / g.col_tiles;
@@ -188,16 +185,10 @@ __global__ void __launch_bounds__(kColTileThreads, 3)
       // the sequential left fold from the nearest inclusive prefix).
       state_t carry = Combine::identity();
       if (rt > 0) {
-        // The tile above is usually done already (wide problems): then no aggregate is
-        // published and the walk below stops at once.
-        unsigned above = lane == 0 ? detail::load_acquire(status.flags + item - bands) : 0u;
-        above = __shfl_sync(kFullMask, above, 0);
-        if (above != kInclusive) {
-          detail::store_cg(status.aggregate + item * kWarpSize + lane, agg);
-          __threadfence();
-          __syncwarp();
-          if (lane == 0) detail::store_release(status.flags + item, kAggregate);
-        }
+        detail::store_cg(status.aggregate + item * kWarpSize + lane, agg);
+        __threadfence();
+        __syncwarp();
+        if (lane == 0) detail::store_release(status.flags + item, kAggregate);
         int depth = 0;
         for (;;) {
           // Lane d < kWindow reads the flag of tile rt - 1 - depth - d (tiles above row 0:
@@ -206,7 +197,6 @@ __global__ void __launch_bounds__(kColTileThreads, 3)
           unsigned flag = kInclusive;
           if (lane < kWindow && r_j >= 0) {
             while ((flag = detail::load_acquire(status.flags + r_j * bands + band)) == kEmpty) {
-              __nanosleep(32);
             }
           }
           const unsigned inclusive = __ballot_sync(kFullMask, lane < kWindow && flag == kInclusive);
@@ -223,7 +213,6 @@ __global__ void __launch_bounds__(kColTileThreads, 3)
                 const int64_t j = r_d * bands + band;
                 const unsigned need = inc ? kInclusive : kAggregate;
                 while (detail::load_acquire(status.flags + j) < need) {
-                  __nanosleep(32);
                 }
                 v = detail::load_cg((inc ? status.inclusive : status.aggregate) + j * kWarpSize +
                                     lane);
@@ -263,11 +252,7 @@ __global__ void __launch_bounds__(kColTileThreads, 3)
         }
       }
     }
-    // Every thread read next_item before this tile's barriers; the barrier below also orders
-    // these reads of band_prefix before the next tile's writes.
-    if (threadIdx.x == 0) next_item = static_cast<int64_t>(prefetched);
-    __syncthreads();
-    item = next_item;
+    // (the next item's first barrier orders these reads of band_prefix before its writes)
   }
 }
 
@@ -280,8 +265,8 @@ void scan_columns(const LaunchContext& ctx, const Source& src, const Sink& dst, 
   const int64_t wanted = ctx.sms * kColThreadsWantedPerSM;
   constexpr int64_t kTileRows = kColWarps * col_band_rows<state_t>();
   // The tile kernel wants many column bands in flight: with few, its tiles chain down each
-  // band one after another (measured on the H100: 2 bands of (2^22, 64) at 25% of copy speed,
-  // the three passes at about 50%).
+  // band one after another (measured on the H100: the 2 bands of (2^22, 64) along dim 0 at
+  // 25% of copy speed; the three passes reached 51% on (2^24, 8) along dim 0).
   const int64_t bands = outer * ceil_div(inner, kWarpSize);
   if (columns < wanted && inner >= kWarpSize && length > kTileRows && bands >= kMinColBands) {
     const ColTileGeometry g{outer, length, inner, ceil_div(inner, kWarpSize),

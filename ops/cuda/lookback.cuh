@@ -27,17 +27,12 @@
 namespace scanops::cuda {
 
 // Status of every chunk of a launch, and the chunk counter (zeroed by make_chunk_status).
-// States of 4 bytes are packed with their flag into one 64-bit word (`words`, as CUB does for
-// small types): a predecessor is then read in one acquire load instead of a flag load and a
-// dependent state load, and an inclusive prefix simply replaces the aggregate in the word.
 template <class state_t>
 struct ChunkStatus {
-  static constexpr bool kPacked = sizeof(state_t) == 4;
   unsigned long long* counter;  // next chunk to hand out
-  unsigned* flags;              // per chunk: kEmpty, kAggregate or kInclusive (not packed)
-  state_t* aggregate;           // per chunk: the chunk's own combined state (not packed)
+  unsigned* flags;              // per chunk: kEmpty, kAggregate or kInclusive
+  state_t* aggregate;           // per chunk: the chunk's own combined state
   state_t* inclusive;           // per chunk: the combined state of its line up to its end
-  unsigned long long* words;    // packed: per chunk, state bits << 32 | flag
 };
 
 enum : unsigned { kEmpty = 0, kAggregate = 1, kInclusive = 2 };
@@ -45,17 +40,11 @@ enum : unsigned { kEmpty = 0, kAggregate = 1, kInclusive = 2 };
 // Scratch for the status of `chunks` chunks; enqueues the zeroing of counter and flags.
 template <class state_t>
 ChunkStatus<state_t> make_chunk_status(const LaunchContext& ctx, int64_t chunks) {
-  constexpr bool kPacked = ChunkStatus<state_t>::kPacked;
-  const int64_t flag_bytes = 16 + (kPacked ? 8 : 4) * chunks;  // the counter, then the flags
+  const int64_t flag_bytes = 16 + 4 * chunks;  // the counter, then the flags
   auto* base = static_cast<unsigned char*>(ctx.scratch->allocate(flag_bytes));
   C10_CUDA_CHECK(cudaMemsetAsync(base, 0, flag_bytes, ctx.stream));
-  auto* counter = reinterpret_cast<unsigned long long*>(base);
-  if constexpr (kPacked) {
-    return {counter, nullptr, nullptr, nullptr, reinterpret_cast<unsigned long long*>(base + 16)};
-  } else {
-    return {counter, reinterpret_cast<unsigned*>(base + 16), scratch_states<state_t>(ctx, chunks),
-            scratch_states<state_t>(ctx, chunks), nullptr};
-  }
+  return {reinterpret_cast<unsigned long long*>(base), reinterpret_cast<unsigned*>(base + 16),
+          scratch_states<state_t>(ctx, chunks), scratch_states<state_t>(ctx, chunks)};
 }
 
 namespace detail {
@@ -91,32 +80,6 @@ __device__ __forceinline__ unsigned load_acquire(const unsigned* p) {
   return v;
 }
 
-__device__ __forceinline__ void store_release(unsigned long long* p, unsigned long long v) {
-  asm volatile("st.release.gpu.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
-}
-
-__device__ __forceinline__ unsigned long long load_acquire(const unsigned long long* p) {
-  unsigned long long v;
-  asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
-  return v;
-}
-
-template <class T>
-__device__ __forceinline__ unsigned long long pack(unsigned flag, const T& s) {
-  static_assert(sizeof(T) == 4);
-  unsigned bits;
-  memcpy(&bits, &s, 4);
-  return (static_cast<unsigned long long>(bits) << 32) | flag;
-}
-
-template <class T>
-__device__ __forceinline__ T unpack(unsigned long long w) {
-  const unsigned bits = static_cast<unsigned>(w >> 32);
-  T s;
-  memcpy(&s, &bits, 4);
-  return s;
-}
-
 }  // namespace detail
 
 // One tile's part in the look-back: `chunk` indexes the status arrays, `first` is the index
@@ -150,19 +113,9 @@ struct LookBack {
         unsigned flag = kInclusive;
         state_t v = Combine::identity();
         if (j >= first) {
-          if constexpr (ChunkStatus<state_t>::kPacked) {
-            unsigned long long w;
-            while (((w = detail::load_acquire(status.words + j)) & 0xffffffffull) == kEmpty) {
-              __nanosleep(32);
-            }
-            flag = static_cast<unsigned>(w & 0xffffffffull);
-            v = detail::unpack<state_t>(w);
-          } else {
-            while ((flag = detail::load_acquire(status.flags + j)) == kEmpty) {
-              __nanosleep(32);
-            }
-            v = detail::load_cg((flag == kInclusive ? status.inclusive : status.aggregate) + j);
+          while ((flag = detail::load_acquire(status.flags + j)) == kEmpty) {
           }
+          v = detail::load_cg((flag == kInclusive ? status.inclusive : status.aggregate) + j);
         }
         const unsigned inclusive = __ballot_sync(kFullMask, flag == kInclusive);
         const int stop = inclusive != 0 ? __ffs(static_cast<int>(inclusive)) - 1 : kWarpSize - 1;
@@ -186,12 +139,8 @@ struct LookBack {
 
  private:
   __device__ void publish(unsigned flag, state_t* states, const state_t& s) const {
-    if constexpr (ChunkStatus<state_t>::kPacked) {
-      detail::store_release(status.words + chunk, detail::pack(flag, s));
-    } else {
-      detail::store_cg(states + chunk, s);
-      detail::store_release(status.flags + chunk, flag);
-    }
+    detail::store_cg(states + chunk, s);
+    detail::store_release(status.flags + chunk, flag);
   }
 };
 

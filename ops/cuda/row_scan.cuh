@@ -235,19 +235,13 @@ __global__ void __launch_bounds__(kRowThreads, kRowMinBlocks<typename Combine::s
       packed ? ceil_div(g.rows, g.rows_per_tile) : g.lookback ? g.rows * row_tiles : g.rows;
   const auto no_carry = [](const state_t&) { return Combine::identity(); };
 
-  // Look-back mode takes tiles in the order blocks ask for them, not by block index, and asks
-  // for its next tile as it starts a tile (the atomic's latency overlaps the tile's work).
-  // A block holds at most one tile it has not started, and only while it works on an earlier
-  // one: the earliest unfinished tile is always being worked on, so the look-back cannot
-  // deadlock.
-  unsigned long long prefetched = 0;  // thread 0's next tile
-  if (g.lookback) {
-    if (threadIdx.x == 0) next_item = static_cast<int64_t>(atomicAdd(status.counter, 1ull));
-    __syncthreads();
-  }
-  for (int64_t item = g.lookback ? next_item : blockIdx.x;;) {
+  for (int64_t item = blockIdx.x;; item += gridDim.x) {
+    if (g.lookback) {  // tiles in the order blocks take them, not by block index
+      if (threadIdx.x == 0) next_item = static_cast<int64_t>(atomicAdd(status.counter, 1ull));
+      __syncthreads();  // (the previous tile's barriers ordered the reads of next_item)
+      item = next_item;
+    }
     if (item >= items) break;  // uniform over the block
-    if (g.lookback && threadIdx.x == 0) prefetched = atomicAdd(status.counter, 1ull);
 
     if (packed) {
       const int64_t r0 = item * g.rows_per_tile;
@@ -277,14 +271,6 @@ __global__ void __launch_bounds__(kRowThreads, kRowMinBlocks<typename Combine::s
             storage, src, dst, lo, n, 0, [&](const state_t&) { return carry; }, g.reverse,
             g.exclusive);
       }
-    }
-    if (g.lookback) {
-      // Every thread read next_item before the tile's barriers; thread 0 may overwrite it.
-      if (threadIdx.x == 0) next_item = static_cast<int64_t>(prefetched);
-      __syncthreads();
-      item = next_item;
-    } else {
-      item += gridDim.x;
     }
   }
 }
