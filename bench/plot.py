@@ -21,6 +21,7 @@ import argparse
 import json
 import math
 import sys
+import textwrap
 from pathlib import Path
 
 import matplotlib
@@ -75,10 +76,11 @@ def _labels(rows: list[dict]) -> list[str]:
     return labels
 
 
-def _title(data: dict, path: Path) -> str:
+def _title(data: dict, path: Path, width: int) -> str:
     meta = [f"{k}: {v}" for k, v in data.items()
             if k != "rows" and isinstance(v, (str, int, float)) and not isinstance(v, bool)]
-    return path.stem + ("\n" + ", ".join(meta) if meta else "")
+    lines = textwrap.wrap(", ".join(meta), width=width) if meta else []
+    return "\n".join([path.stem] + lines[:4] + (["..."] if len(lines) > 4 else []))
 
 
 def _groups(rows: list[dict]) -> list[tuple[str, list[dict]]]:
@@ -106,12 +108,18 @@ def plot(path: Path, out: Path | None = None) -> Path:
     groups = _groups(rows)
     cycle = plt.rcParams["axes.prop_cycle"].by_key()["color"]
 
+    # One column of bars per group (thread count); rows share the y axis when every group has
+    # the same workloads.
     n_rows_max = max(len(g) for _, g in groups)
+    same_rows = len({tuple(_labels(g)) for _, g in groups}) == 1
     bar_h = 0.8 / len(keys)
-    fig_h = 1.2 + len(groups) * (0.6 + 0.22 * n_rows_max * max(len(keys), 2))
-    fig, axes = plt.subplots(len(groups), 1, figsize=(10, fig_h), squeeze=False)
+    fig_h = 1.6 + 0.22 * n_rows_max * max(len(keys), 2)
+    fig_w = 3.5 + 6.0 * len(groups) if same_rows else 9.5 * len(groups)
+    fig, axes = plt.subplots(1, len(groups), figsize=(fig_w, fig_h), squeeze=False,
+                             sharey=same_rows)
+    axes = axes.T  # axes[i, 0]: group i
     xmax = 1.0
-    for ax, (group_title, grows) in zip(axes[:, 0], groups):
+    for gi, (ax, (group_title, grows)) in enumerate(zip(axes[:, 0], groups)):
         labels = _labels(grows)
         for j, key in enumerate(keys):
             name = key[: -len("_share")]
@@ -127,20 +135,26 @@ def plot(path: Path, out: Path | None = None) -> Path:
             ax.bar_label(bars, labels=[f"{x:.0f}%" if x >= 10 else f"{x:.1f}%" for x in xs],
                          padding=2, fontsize=7)
         ax.axvline(100.0, color="black", linewidth=1.0, linestyle="--")
-        ax.set_yticks(range(len(grows)), labels)
+        if gi == 0 or not same_rows:
+            ax.set_yticks(range(len(grows)), labels)
         ax.set_ylim(len(grows) - 0.5, -0.5)  # first row on top
         ax.grid(axis="x", alpha=0.3)
         ax.set_axisbelow(True)
         if group_title:
             ax.set_title(group_title, fontsize=10, loc="left")
+        ax.set_xlabel(f"share of {reference} speed (%)\n{reference} time of the same bytes / op "
+                      f"time; dashed: 100% = {reference} speed", fontsize=9)
     for ax in axes[:, 0]:
         ax.set_xlim(0, max(110.0, 100.0 * xmax * 1.12))
-    axes[-1, 0].set_xlabel(f"share of {reference} speed (%): {reference} time of the same bytes "
-                           f"/ op time; 100% (dashed) = as fast as a {reference}")
-    axes[0, 0].legend(loc="lower center", bbox_to_anchor=(0.5, 1.0 if not groups[0][0] else 1.06),
-                      ncol=len(keys), fontsize=9, frameon=False)
-    fig.suptitle(_title(data, path), fontsize=11)
-    fig.tight_layout()
+    title = _title(data, path, width=int(fig_w * 11))
+    head = 0.25 + 0.2 * (title.count("\n") + 1)  # inches above the plots: title, then legend
+    fig.set_size_inches(fig_w, fig_h + head)
+    fig_h += head
+    fig.suptitle(title, fontsize=11, y=1.0 - 0.1 / fig_h, va="top")
+    handles, names = axes[0, 0].get_legend_handles_labels()
+    fig.legend(handles, names, loc="upper center", bbox_to_anchor=(0.5, 1.0 - (head - 0.05) / fig_h),
+               ncol=len(keys), fontsize=9, frameon=False)
+    fig.tight_layout(rect=(0, 0, 1, 1.0 - head / fig_h))
     out = out or path.with_suffix(".png")
     fig.savefig(out, dpi=110)
     plt.close(fig)
