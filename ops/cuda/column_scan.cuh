@@ -114,17 +114,6 @@ struct ColTileGeometry {
   bool reverse;
 };
 
-// Status of the column tiles: a flag per tile, 32 states (one per column) per tile.
-template <class state_t>
-ChunkStatus<state_t> make_column_status(const LaunchContext& ctx, int64_t tiles) {
-  const int64_t flag_bytes = 16 + 4 * tiles;
-  auto* base = static_cast<unsigned char*>(ctx.scratch->allocate(flag_bytes));
-  C10_CUDA_CHECK(cudaMemsetAsync(base, 0, flag_bytes, ctx.stream));
-  return {reinterpret_cast<unsigned long long*>(base), reinterpret_cast<unsigned*>(base + 16),
-          scratch_states<state_t>(ctx, tiles * kWarpSize),
-          scratch_states<state_t>(ctx, tiles * kWarpSize)};
-}
-
 // Work item = row tile r x column band b (b over outer x col_tiles), item = r * bands + b, taken
 // in order from the status counter: a tile's predecessor (r - 1, b) was taken earlier by a
 // running block, so the look-back cannot deadlock.
@@ -272,7 +261,7 @@ void scan_columns(const LaunchContext& ctx, const Source& src, const Sink& dst, 
     const ColTileGeometry g{outer, length, inner, ceil_div(inner, kWarpSize),
                            ceil_div(length, kTileRows), flags.exclusive, flags.reverse};
     const int64_t items = outer * g.col_tiles * g.row_tiles;
-    const auto status = make_column_status<state_t>(ctx, items);
+    const auto status = make_chunk_status<state_t>(ctx, items, kWarpSize);
     column_tile_kernel<Combine, Source, Sink>
         <<<grid_size(ctx, items, kColBlocksPerSM), kColTileThreads, 0, ctx.stream>>>(src, dst, g,
                                                                                      status);

@@ -66,7 +66,6 @@ template <class Combine, class in_t>
 struct InputSource {
   using state_t = typename Combine::state_t;
   static constexpr int kVec = vec_width<in_t>();
-  static constexpr int kElementBytes = Combine::arity * sizeof(in_t);  // read per element
   static constexpr int kInBytes = sizeof(in_t);                          // per input tensor
   const in_t* in;
   const in_t* coeff;  // arity 2 only
@@ -131,7 +130,6 @@ struct OutputSink {
 template <class state_t>
 struct StateSource {
   static constexpr int kVec = 1;
-  static constexpr int kElementBytes = sizeof(state_t);
   static constexpr int kInBytes = sizeof(state_t);
   const state_t* p;
   __device__ __forceinline__ state_t load(int64_t i) const { return p[i]; }

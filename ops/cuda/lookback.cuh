@@ -37,14 +37,17 @@ struct ChunkStatus {
 
 enum : unsigned { kEmpty = 0, kAggregate = 1, kInclusive = 2 };
 
-// Scratch for the status of `chunks` chunks; enqueues the zeroing of counter and flags.
+// Scratch for the status of `chunks` chunks with `states` states each (the column tiles keep
+// one per column); enqueues the zeroing of counter and flags.
 template <class state_t>
-ChunkStatus<state_t> make_chunk_status(const LaunchContext& ctx, int64_t chunks) {
+ChunkStatus<state_t> make_chunk_status(const LaunchContext& ctx, int64_t chunks,
+                                       int64_t states = 1) {
   const int64_t flag_bytes = 16 + 4 * chunks;  // the counter, then the flags
   auto* base = static_cast<unsigned char*>(ctx.scratch->allocate(flag_bytes));
   C10_CUDA_CHECK(cudaMemsetAsync(base, 0, flag_bytes, ctx.stream));
   return {reinterpret_cast<unsigned long long*>(base), reinterpret_cast<unsigned*>(base + 16),
-          scratch_states<state_t>(ctx, chunks), scratch_states<state_t>(ctx, chunks)};
+          scratch_states<state_t>(ctx, chunks * states),
+          scratch_states<state_t>(ctx, chunks * states)};
 }
 
 namespace detail {
