@@ -20,6 +20,16 @@ inline ScanSpec linear_recurrence_spec(bool exclusive, bool reverse) {
   return {"scanops.linear_recurrence", CombineKind::Affine, {exclusive, reverse}};
 }
 
+inline ScanSpec logcumsumexp_spec(bool exclusive, bool reverse) {
+  return {"scanops.logcumsumexp", CombineKind::LogAddExp, {exclusive, reverse}};
+}
+inline ScanSpec cummax_spec(bool exclusive, bool reverse) {
+  return {"scanops.cummax", CombineKind::Max, {exclusive, reverse}};
+}
+inline ScanSpec cummin_spec(bool exclusive, bool reverse) {
+  return {"scanops.cummin", CombineKind::Min, {exclusive, reverse}};
+}
+
 // `Engine` is scan (real data) or scan_meta (shapes only).
 #define SCANOPS_CATALOG_OPS(SUFFIX, ENGINE)                                                     \
   inline at::Tensor cumsum##SUFFIX(const at::Tensor& self, int64_t dim, bool exclusive,        \
@@ -40,6 +50,19 @@ inline ScanSpec linear_recurrence_spec(bool exclusive, bool reverse) {
                                               int64_t dim, bool exclusive, bool reverse) {     \
     return ENGINE(linear_recurrence_spec(exclusive, reverse),                                  \
                   ScanOperands{x, nullptr, &a, "x", "a"}, dim, std::nullopt);                  \
+  }                                                                                            \
+  inline at::Tensor logcumsumexp##SUFFIX(const at::Tensor& self, int64_t dim, bool exclusive,  \
+                                         bool reverse) {                                       \
+    return ENGINE(logcumsumexp_spec(exclusive, reverse), ScanOperands{self}, dim,              \
+                  std::nullopt);                                                               \
+  }                                                                                            \
+  inline std::tuple<at::Tensor, at::Tensor> cummax##SUFFIX(const at::Tensor& self, int64_t dim, \
+                                                          bool exclusive, bool reverse) {      \
+    return ENGINE##_indexed(cummax_spec(exclusive, reverse), ScanOperands{self}, dim);         \
+  }                                                                                            \
+  inline std::tuple<at::Tensor, at::Tensor> cummin##SUFFIX(const at::Tensor& self, int64_t dim, \
+                                                          bool exclusive, bool reverse) {      \
+    return ENGINE##_indexed(cummin_spec(exclusive, reverse), ScanOperands{self}, dim);         \
   }
 
 SCANOPS_CATALOG_OPS(, scan)

@@ -10,25 +10,51 @@
 // This header must stay free of ATen/torch includes: it is included by .cu kernels.
 #pragma once
 
+#include <c10/util/complex.h>  // c10::complex (host and device), no ATen
+
+#include <cmath>
 #include <cstdint>
+#include <limits>
+#include <type_traits>
 
 #if defined(__CUDACC__) || defined(__HIPCC__)
 #define SCANOPS_HD __host__ __device__ __forceinline__
+// A call, not inlined: large bodies (complex log/exp) inlined into every unrolled step of the
+// CUDA kernels made a single .cu file take over ten minutes to compile.
+#define SCANOPS_HD_CALL __host__ __device__ __noinline__
 #else
 #define SCANOPS_HD inline
+#define SCANOPS_HD_CALL inline
 #endif
 
 namespace scanops {
 
-// The catalogue of combine operations the engine knows. Ops that arrive later
-// (cummax/cummin with index, logcumsumexp, affine pairs for linear recurrences)
-// add an enumerator here and a struct below; back ends switch on it in one place.
-enum class CombineKind : int { Sum = 0, Prod = 1, Affine = 2 };
+// The catalogue of combine operations the engine knows. A new one adds an enumerator here and
+// a struct below; ops/dispatch.h maps kinds and dtypes onto the structs for every back end.
+enum class CombineKind : int { Sum = 0, Prod = 1, Affine = 2, LogAddExp = 3, Max = 4, Min = 5 };
 
 // Besides identity/combine/lift every combine operation has
 //   arity             how many input tensors an element is lifted from (1, or 2 for Affine)
+//   indexed           true: lift(v, pos) also takes the element's position along the scan dim
+//                     (in the original order), and index(s) is written to a second, int64
+//                     output (cummax / cummin)
 //   value(s)          the scalar written to the output for a state (cast to out_t)
 // Back ends written against this interface need nothing else from an op.
+
+template <typename T>
+struct is_complex : std::false_type {};
+template <typename T>
+struct is_complex<c10::complex<T>> : std::true_type {};
+
+// NaN test that is constant false for types without NaN (integers, bool).
+template <typename T>
+SCANOPS_HD bool is_nan(T x) {
+  if constexpr (std::is_floating_point_v<T>) {
+    return x != x;
+  } else {
+    return false;
+  }
+}
 
 // Integer accumulation wraps modulo 2^64 (two's complement), as PyTorch's kernels do in
 // practice, without signed-overflow undefined behaviour.
@@ -50,6 +76,7 @@ struct SumCombine {
   using state_t = acc_t;
   static SCANOPS_HD state_t identity() { return state_t(0); }
   static constexpr int arity = 1;
+  static constexpr bool indexed = false;
   static SCANOPS_HD state_t combine(state_t a, state_t b) { return wrap_add(a, b); }
   template <typename in_t>
   static SCANOPS_HD state_t lift(in_t v) { return static_cast<state_t>(v); }
@@ -61,6 +88,7 @@ struct ProdCombine {
   using state_t = acc_t;
   static SCANOPS_HD state_t identity() { return state_t(1); }
   static constexpr int arity = 1;
+  static constexpr bool indexed = false;
   static SCANOPS_HD state_t combine(state_t a, state_t b) { return wrap_mul(a, b); }
   template <typename in_t>
   static SCANOPS_HD state_t lift(in_t v) { return static_cast<state_t>(v); }
@@ -81,6 +109,7 @@ template <typename acc_t>
 struct AffineCombine {
   using state_t = AffineState<acc_t>;
   static constexpr int arity = 2;
+  static constexpr bool indexed = false;
   static SCANOPS_HD state_t identity() { return {acc_t(1), acc_t(0)}; }
   static SCANOPS_HD state_t combine(state_t f, state_t g) {
     return {g.a * f.a, g.a * f.b + g.b};
@@ -91,6 +120,119 @@ struct AffineCombine {
   }
   static SCANOPS_HD acc_t value(state_t s) { return s.b; }
 };
+
+// log(exp(a) + exp(b)), stable for large magnitudes, as torch's logcumsumexp computes it:
+// max + log1p(exp(min - max)); two equal infinities give that infinity (an all -inf prefix
+// stays -inf, not NaN); NaN propagates. Complex values order by their real part (torch's rule).
+SCANOPS_HD float lse_exp(float x) { return ::expf(x); }
+SCANOPS_HD double lse_exp(double x) { return ::exp(x); }
+SCANOPS_HD float lse_log1p(float x) { return ::log1pf(x); }
+SCANOPS_HD double lse_log1p(double x) { return ::log1p(x); }
+
+template <typename T>
+SCANOPS_HD_CALL T log_add_exp_complex(T a, T b) {
+  using R = typename T::value_type;
+  if (is_nan(b.real()) || is_nan(b.imag())) return b;
+  if (is_nan(a.real()) || is_nan(a.imag())) return a;
+  const bool a_min = a.real() < b.real();
+  const T mn = a_min ? a : b;
+  const T mx = a_min ? b : a;
+  const R r = mn.real();
+  if (!(r - r == R(0)) && r == mx.real()) {  // both real parts the same infinity
+    if (r < R(0)) return mn;
+    return c10_complex_math::log(c10_complex_math::exp(mn) + c10_complex_math::exp(mx));
+  }
+  return c10_complex_math::log1p(c10_complex_math::exp(mn - mx)) + mx;
+}
+
+template <typename T>
+SCANOPS_HD T log_add_exp(T a, T b) {
+  if constexpr (is_complex<T>::value) {
+    return log_add_exp_complex(a, b);
+  } else {
+    if (is_nan(a)) return a;
+    if (is_nan(b)) return b;
+    const T mn = a < b ? a : b;
+    const T mx = a < b ? b : a;
+    if (mn == mx && !(mn - mn == T(0))) return mn;  // two equal infinities
+    return mx + lse_log1p(lse_exp(mn - mx));
+  }
+}
+
+template <typename acc_t>
+struct LogAddExpCombine {
+  using state_t = acc_t;
+  static constexpr int arity = 1;
+  static constexpr bool indexed = false;
+  static SCANOPS_HD state_t identity() {
+    if constexpr (is_complex<acc_t>::value) {
+      using R = typename acc_t::value_type;
+      return acc_t(-std::numeric_limits<R>::infinity(), R(0));
+    } else {
+      return -std::numeric_limits<acc_t>::infinity();
+    }
+  }
+  static SCANOPS_HD state_t combine(state_t a, state_t b) { return log_add_exp(a, b); }
+  template <typename in_t>
+  static SCANOPS_HD state_t lift(in_t v) { return static_cast<state_t>(v); }
+  static SCANOPS_HD acc_t value(state_t s) { return s; }
+};
+
+// cummax / cummin: the running extremum and the position it came from. combine(a, b) (a earlier
+// in scan order) takes b when b is NaN, or when neither is NaN and b >= a (max) / b <= a (min):
+// the latest of equal values wins and the latest NaN wins, once a NaN is seen it stays, exactly
+// torch.cummax/cummin's sequential rule. That is the argmax of (rank, scan order) with NaN the
+// highest rank, hence associative. index < 0 marks the identity (the exclusive value at the
+// first position: the lowest value / -inf for max, the highest / +inf for min, index -1); it is
+// neutral on both sides whatever the values.
+template <typename val_t>
+struct IndexedState {
+  val_t v;
+  int64_t i;
+};
+
+template <typename val_t>
+SCANOPS_HD val_t lowest_value() {
+  if constexpr (std::is_floating_point_v<val_t>) {
+    return -std::numeric_limits<val_t>::infinity();
+  } else {
+    return std::numeric_limits<val_t>::lowest();
+  }
+}
+template <typename val_t>
+SCANOPS_HD val_t highest_value() {
+  if constexpr (std::is_floating_point_v<val_t>) {
+    return std::numeric_limits<val_t>::infinity();
+  } else {
+    return std::numeric_limits<val_t>::max();
+  }
+}
+
+template <typename val_t, bool kMax>
+struct ExtremumCombine {
+  using state_t = IndexedState<val_t>;
+  static constexpr int arity = 1;
+  static constexpr bool indexed = true;
+  static SCANOPS_HD state_t identity() {
+    return {kMax ? lowest_value<val_t>() : highest_value<val_t>(), -1};
+  }
+  static SCANOPS_HD bool wins(val_t later, val_t earlier) {
+    return is_nan(later) || (!is_nan(earlier) && (kMax ? later >= earlier : later <= earlier));
+  }
+  static SCANOPS_HD state_t combine(const state_t& a, const state_t& b) {
+    return (b.i >= 0 && (a.i < 0 || wins(b.v, a.v))) ? b : a;
+  }
+  template <typename in_t>
+  static SCANOPS_HD state_t lift(in_t v, int64_t pos) {
+    return {static_cast<val_t>(v), pos};
+  }
+  static SCANOPS_HD val_t value(const state_t& s) { return s.v; }
+  static SCANOPS_HD int64_t index(const state_t& s) { return s.i; }
+};
+template <typename val_t>
+using MaxCombine = ExtremumCombine<val_t, true>;
+template <typename val_t>
+using MinCombine = ExtremumCombine<val_t, false>;
 
 // Direction and inclusivity are run-time flags of every kernel (they do not multiply
 // template instantiations). `mask` (optional, bool, same canonical layout as the input)

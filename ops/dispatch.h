@@ -3,15 +3,18 @@
 // that both accept exactly the same dtypes.
 //
 // Type pairs (in_t -> out_t) the engine produces (see result_dtype in scan_engine.cpp):
-//   T -> T      for float, double, Half, BFloat16, int8, int16, int32, int64, uint8
-//   T -> int64  for int8, int16, int32, uint8, bool (torch's integral promotion)
+//   T -> T      for float, double, Half, BFloat16, complex64, complex128, int8, int16, int32,
+//               int64, uint8 (and bool for cummax / cummin)
+//   T -> int64  for int8, int16, int32, uint8, bool (torch's integral promotion, sums and
+//               products)
 // Accumulation: float for float/Half/BFloat16 (double on the CPU), double for double, int64
-// for integers.
+// for integers, complex<acc of the real type> for complex.
 #pragma once
 
 #include <c10/util/BFloat16.h>
 #include <c10/util/Exception.h>
 #include <c10/util/Half.h>
+#include <c10/util/complex.h>
 
 #include <cstdint>
 #include <type_traits>
@@ -23,7 +26,8 @@ namespace scanops {
 
 // kWide: the back end accumulates float32 in float64 (the CPU back end: its sequential
 // walks would otherwise grow rounding error with the line length; the CUDA back end's tree
-// scans do not need it and keep float32 for bandwidth).
+// scans do not need it and keep float32 for bandwidth). Complex values accumulate in the
+// complex type of the real accumulation type.
 template <typename in_t, bool kWide>
 struct AccType {
   using type = std::conditional_t<std::is_floating_point_v<in_t>,
@@ -36,6 +40,10 @@ struct AccType<c10::Half, kWide> {
 template <bool kWide>
 struct AccType<c10::BFloat16, kWide> {
   using type = std::conditional_t<kWide, double, float>;
+};
+template <typename R, bool kWide>
+struct AccType<c10::complex<R>, kWide> {
+  using type = c10::complex<typename AccType<R, kWide>::type>;
 };
 template <typename in_t, bool kWide = false>
 using acc_t = typename AccType<in_t, kWide>::type;
@@ -50,8 +58,19 @@ struct WideFloatAcc : std::false_type {};
 template <>
 struct WideFloatAcc<ProdCombine> : std::true_type {};
 
+// The value type cummax / cummin compare in: the input's own type, float for the half types.
+template <typename in_t>
+using extremum_t = std::conditional_t<std::is_same_v<in_t, c10::Half> ||
+                                          std::is_same_v<in_t, c10::BFloat16>,
+                                      float, in_t>;
+
+template <typename T>
+constexpr bool is_floating_v = std::is_floating_point_v<T> || std::is_same_v<T, c10::Half> ||
+                               std::is_same_v<T, c10::BFloat16>;
+
 namespace detail {
 
+// Sum / Prod: T -> T for floating and complex types, integral T -> T or int64, bool -> int64.
 template <template <class> class CombineT, template <class, class, class> class Runner,
           bool kWide, typename in_t>
 void run_same_or_long(const ScanProblem& p) {
@@ -60,8 +79,7 @@ void run_same_or_long(const ScanProblem& p) {
   if constexpr (std::is_same_v<in_t, bool>) {
     TORCH_CHECK(out == at::kLong, p.spec.op_name, ": internal error: bool scans to int64");
     Runner<CombineT<A>, in_t, int64_t>::run(p);
-  } else if constexpr (std::is_floating_point_v<in_t> || std::is_same_v<in_t, c10::Half> ||
-                       std::is_same_v<in_t, c10::BFloat16>) {
+  } else if constexpr (is_floating_v<in_t> || is_complex<in_t>::value) {
     Runner<CombineT<A>, in_t, in_t>::run(p);
   } else {
     if (out == at::kLong && !std::is_same_v<in_t, int64_t>) {
@@ -72,56 +90,72 @@ void run_same_or_long(const ScanProblem& p) {
   }
 }
 
-template <template <class> class CombineT, template <class, class, class> class Runner,
-          bool kWide>
-void dispatch_types(const ScanProblem& p) {
+// The input dtypes of p, each as its C++ type: f(type_tag<T>{}).
+template <typename T>
+struct type_tag {
+  using type = T;
+};
+template <class F>
+void visit_dtype(const ScanProblem& p, F&& f) {
   switch (p.input.scalar_type()) {
-    case at::kFloat: return run_same_or_long<CombineT, Runner, kWide, float>(p);
-    case at::kDouble: return run_same_or_long<CombineT, Runner, kWide, double>(p);
-    case at::kHalf: return run_same_or_long<CombineT, Runner, kWide, c10::Half>(p);
-    case at::kBFloat16: return run_same_or_long<CombineT, Runner, kWide, c10::BFloat16>(p);
-    case at::kChar: return run_same_or_long<CombineT, Runner, kWide, int8_t>(p);
-    case at::kShort: return run_same_or_long<CombineT, Runner, kWide, int16_t>(p);
-    case at::kInt: return run_same_or_long<CombineT, Runner, kWide, int32_t>(p);
-    case at::kLong: return run_same_or_long<CombineT, Runner, kWide, int64_t>(p);
-    case at::kByte: return run_same_or_long<CombineT, Runner, kWide, uint8_t>(p);
-    case at::kBool: return run_same_or_long<CombineT, Runner, kWide, bool>(p);
+    case at::kFloat: return f(type_tag<float>{});
+    case at::kDouble: return f(type_tag<double>{});
+    case at::kHalf: return f(type_tag<c10::Half>{});
+    case at::kBFloat16: return f(type_tag<c10::BFloat16>{});
+    case at::kComplexFloat: return f(type_tag<c10::complex<float>>{});
+    case at::kComplexDouble: return f(type_tag<c10::complex<double>>{});
+    case at::kChar: return f(type_tag<int8_t>{});
+    case at::kShort: return f(type_tag<int16_t>{});
+    case at::kInt: return f(type_tag<int32_t>{});
+    case at::kLong: return f(type_tag<int64_t>{});
+    case at::kByte: return f(type_tag<uint8_t>{});
+    case at::kBool: return f(type_tag<bool>{});
     default:
       TORCH_CHECK(false, p.spec.op_name, ": internal error: unexpected input dtype ",
                   p.input.scalar_type());
   }
 }
 
+[[noreturn]] inline void unexpected(const ScanProblem& p) {
+  TORCH_CHECK(false, p.spec.op_name, ": internal error: dtype ", p.input.scalar_type(),
+              " reached a combine kind that does not take it");
+}
+
 }  // namespace detail
 
 // Runner<Combine, in_t, out_t>::run(const ScanProblem&) is the back end's kernel family
-// entry for one instantiation.
+// entry for one instantiation. The one place that maps (combine kind, dtypes) onto the
+// combine structs; the engine (scan_engine.cpp, kind_accepts) only lets through the dtypes
+// each kind takes here:
+//   Sum, Prod     every dtype (see run_same_or_long)
+//   Affine        floating and complex, T -> T (coefficients in p.coeff)
+//   LogAddExp     floating and complex, T -> T
+//   Max, Min      every real dtype and bool, T -> T, plus the int64 indices in p.indices
 template <template <class, class, class> class Runner, bool kWide = false>
 void dispatch_scan(const ScanProblem& p) {
-  switch (p.spec.kind) {
-    case CombineKind::Sum: return detail::dispatch_types<SumCombine, Runner, kWide>(p);
-    case CombineKind::Prod: return detail::dispatch_types<ProdCombine, Runner, kWide>(p);
-    case CombineKind::Affine: break;  // see dispatch_affine
-  }
-  TORCH_CHECK(false, p.spec.op_name, ": internal error: unknown combine kind");
-}
-
-// Affine (linear recurrence) problems: floating types only, in_t == out_t, two inputs
-// (p.coeff holds a[t]). Kept apart from dispatch_scan so a back end opts in explicitly.
-template <template <class, class, class> class Runner, bool kWide = false>
-void dispatch_affine(const ScanProblem& p) {
-  switch (p.input.scalar_type()) {
-    case at::kFloat: return Runner<AffineCombine<acc_t<float, kWide>>, float, float>::run(p);
-    case at::kDouble: return Runner<AffineCombine<double>, double, double>::run(p);
-    case at::kHalf:
-      return Runner<AffineCombine<acc_t<c10::Half, kWide>>, c10::Half, c10::Half>::run(p);
-    case at::kBFloat16:
-      return Runner<AffineCombine<acc_t<c10::BFloat16, kWide>>, c10::BFloat16,
-                    c10::BFloat16>::run(p);
-    default:
-      TORCH_CHECK(false, p.spec.op_name, ": internal error: unexpected dtype ",
-                  p.input.scalar_type());
-  }
+  detail::visit_dtype(p, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    constexpr bool fp = is_floating_v<T> || is_complex<T>::value;
+    switch (p.spec.kind) {
+      case CombineKind::Sum:
+        return detail::run_same_or_long<SumCombine, Runner, kWide, T>(p);
+      case CombineKind::Prod:
+        return detail::run_same_or_long<ProdCombine, Runner, kWide, T>(p);
+      case CombineKind::Affine:
+        if constexpr (fp) return Runner<AffineCombine<acc_t<T, kWide>>, T, T>::run(p);
+        detail::unexpected(p);
+      case CombineKind::LogAddExp:
+        if constexpr (fp) return Runner<LogAddExpCombine<acc_t<T, kWide>>, T, T>::run(p);
+        detail::unexpected(p);
+      case CombineKind::Max:
+        if constexpr (!is_complex<T>::value) return Runner<MaxCombine<extremum_t<T>>, T, T>::run(p);
+        detail::unexpected(p);
+      case CombineKind::Min:
+        if constexpr (!is_complex<T>::value) return Runner<MinCombine<extremum_t<T>>, T, T>::run(p);
+        detail::unexpected(p);
+    }
+    TORCH_CHECK(false, p.spec.op_name, ": internal error: unknown combine kind");
+  });
 }
 
 }  // namespace scanops

@@ -11,7 +11,7 @@ namespace scanops {
 
 namespace {
 
-bool is_supported_dtype(at::ScalarType t) {
+bool is_real_dtype(at::ScalarType t) {
   switch (t) {
     case at::kFloat:
     case at::kDouble:
@@ -28,9 +28,19 @@ bool is_supported_dtype(at::ScalarType t) {
       return false;
   }
 }
+bool is_complex_dtype(at::ScalarType t) {
+  return t == at::kComplexFloat || t == at::kComplexDouble;
+}
+bool is_float_dtype(at::ScalarType t) {
+  return t == at::kFloat || t == at::kDouble || t == at::kHalf || t == at::kBFloat16;
+}
 
-constexpr const char* kSupported =
-    "float32, float64, float16, bfloat16, int8, int16, int32, int64, uint8, bool";
+constexpr const char* kAll =
+    "float32, float64, float16, bfloat16, complex64, complex128, int8, int16, int32, int64, "
+    "uint8, bool";
+constexpr const char* kFloatComplex =
+    "float32, float64, float16, bfloat16, complex64, complex128";
+constexpr const char* kReal = "float32, float64, float16, bfloat16, int8, int16, int32, int64, uint8, bool";
 
 std::atomic<BackendFn> g_cuda_backend{nullptr};
 
@@ -39,25 +49,43 @@ std::atomic<BackendFn> g_cuda_backend{nullptr};
 void register_cuda_backend(BackendFn fn) { g_cuda_backend.store(fn); }
 BackendFn cuda_backend() { return g_cuda_backend.load(); }
 
-at::ScalarType result_dtype(const char* op_name, at::ScalarType self_dtype,
-                            std::optional<at::ScalarType> dtype) {
-  TORCH_CHECK(!at::isComplexType(self_dtype), op_name, ": argument 'self' has dtype ",
-              self_dtype, "; complex tensors are not supported (supported: ", kSupported, ")");
-  TORCH_CHECK(is_supported_dtype(self_dtype), op_name, ": argument 'self' has unsupported dtype ",
-              self_dtype, " (supported: ", kSupported, ")");
-  if (dtype.has_value()) {
-    const auto d = *dtype;
-    TORCH_CHECK(!at::isComplexType(d), op_name, ": argument 'dtype' = ", d,
-                ": complex results are not supported (supported: ", kSupported, " except bool)");
-    TORCH_CHECK(d != at::kBool, op_name,
-                ": argument 'dtype' = Bool cannot hold the result of a scan (a sum or product); "
-                "use an integral or floating dtype");
-    TORCH_CHECK(is_supported_dtype(d), op_name, ": argument 'dtype' = ", d,
-                " is not supported (supported: ", kSupported, " except bool)");
-    return d;
+at::ScalarType result_dtype(const ScanSpec& spec, at::ScalarType self_dtype,
+                            std::optional<at::ScalarType> dtype, const char* self_name) {
+  const char* op = spec.op_name;
+  switch (spec.kind) {
+    case CombineKind::Sum:
+    case CombineKind::Prod: {
+      TORCH_CHECK(is_real_dtype(self_dtype) || is_complex_dtype(self_dtype), op, ": argument '",
+                  self_name, "' has unsupported dtype ", self_dtype, " (supported: ", kAll, ")");
+      if (dtype.has_value()) {
+        const auto d = *dtype;
+        TORCH_CHECK(d != at::kBool, op, ": argument 'dtype' = Bool cannot hold the result of a ",
+                    "scan (a sum or product); use an integral, floating or complex dtype");
+        TORCH_CHECK(is_real_dtype(d) || is_complex_dtype(d), op, ": argument 'dtype' = ", d,
+                    " is not supported (supported: ", kAll, " except bool)");
+        return d;
+      }
+      if (at::isIntegralType(self_dtype, /*includeBool=*/true)) return at::kLong;
+      return self_dtype;
+    }
+    case CombineKind::Affine:
+    case CombineKind::LogAddExp:
+      TORCH_CHECK(is_float_dtype(self_dtype) || is_complex_dtype(self_dtype), op,
+                  ": argument '", self_name, "' has dtype ", self_dtype, "; ",
+                  spec.kind == CombineKind::Affine ? "a linear recurrence" : "logcumsumexp",
+                  " needs a floating or complex dtype (", kFloatComplex, ")");
+      TORCH_CHECK(!dtype.has_value(), op, ": internal error: this op takes no dtype");
+      return self_dtype;
+    case CombineKind::Max:
+    case CombineKind::Min:
+      TORCH_CHECK(is_real_dtype(self_dtype), op, ": argument '", self_name, "' has dtype ",
+                  self_dtype, "; ", spec.kind == CombineKind::Max ? "cummax" : "cummin",
+                  " needs a real or bool dtype (", kReal,
+                  "): complex numbers have no order");
+      TORCH_CHECK(!dtype.has_value(), op, ": internal error: this op takes no dtype");
+      return self_dtype;
   }
-  if (at::isIntegralType(self_dtype, /*includeBool=*/true)) return at::kLong;
-  return self_dtype;
+  TORCH_CHECK(false, op, ": internal error: unknown combine kind");
 }
 
 namespace {
@@ -89,15 +117,7 @@ int64_t check_scan_args(const ScanSpec& spec, const ScanOperands& in, int64_t di
   const char* op = spec.op_name;
   const at::Tensor& self = in.self;
   TORCH_CHECK(self.defined(), op, ": argument '", in.self_name, "' is an undefined tensor");
-  if (spec.kind == CombineKind::Affine) {
-    const auto t = self.scalar_type();
-    TORCH_CHECK(t == at::kFloat || t == at::kDouble || t == at::kHalf || t == at::kBFloat16, op,
-                ": argument '", in.self_name,
-                "' has dtype ", self.scalar_type(),
-                "; a linear recurrence needs float32, float64, float16 or bfloat16");
-  } else {
-    (void)result_dtype(op, self.scalar_type(), dtype);
-  }
+  (void)result_dtype(spec, self.scalar_type(), dtype, in.self_name);
   const int64_t ndim = self.dim();
   const int64_t n = std::max<int64_t>(ndim, 1);
   TORCH_CHECK(dim >= -n && dim < n, op, ": argument 'dim' = ", dim,
@@ -118,31 +138,41 @@ int64_t check_scan_args(const ScanSpec& spec, const ScanOperands& in, int64_t di
   return c10::maybe_wrap_dim(dim, n);
 }
 
-namespace {
-at::ScalarType out_dtype_of(const ScanSpec& spec, const at::Tensor& self,
-                            std::optional<at::ScalarType> dtype) {
-  if (spec.kind == CombineKind::Affine) return self.scalar_type();
-  return result_dtype(spec.op_name, self.scalar_type(), dtype);
-}
-}  // namespace
-
 at::Tensor scan_meta(const ScanSpec& spec, const ScanOperands& in, int64_t dim,
                      std::optional<at::ScalarType> dtype) {
   check_scan_args(spec, in, dim, dtype);
-  return at::empty_symint(in.self.sym_sizes(),
-                          in.self.options().dtype(out_dtype_of(spec, in.self, dtype)),
-                          at::MemoryFormat::Contiguous);
+  return at::empty_symint(
+      in.self.sym_sizes(),
+      in.self.options().dtype(result_dtype(spec, in.self.scalar_type(), dtype, in.self_name)),
+      at::MemoryFormat::Contiguous);
 }
 
-at::Tensor scan(const ScanSpec& spec, const ScanOperands& in, int64_t dim,
-                std::optional<at::ScalarType> dtype) {
+std::tuple<at::Tensor, at::Tensor> scan_meta_indexed(const ScanSpec& spec,
+                                                     const ScanOperands& in, int64_t dim) {
+  at::Tensor values = scan_meta(spec, in, dim, std::nullopt);
+  at::Tensor indices = at::empty_symint(in.self.sym_sizes(), in.self.options().dtype(at::kLong),
+                                        at::MemoryFormat::Contiguous);
+  return {values, indices};
+}
+
+namespace {
+
+// Checks, canonicalises, allocates (the output, and the indices for indexed kinds) and runs
+// the back end of self's device.
+std::tuple<at::Tensor, at::Tensor> run(const ScanSpec& spec, const ScanOperands& in,
+                                       int64_t dim, std::optional<at::ScalarType> dtype) {
   const at::Tensor& self = in.self;
   const int64_t d = check_scan_args(spec, in, dim, dtype);
-  const auto out_dtype = out_dtype_of(spec, self, dtype);
+  const auto out_dtype = result_dtype(spec, self.scalar_type(), dtype, in.self_name);
 
   at::Tensor output =
       at::empty(self.sizes(), self.options().dtype(out_dtype), at::MemoryFormat::Contiguous);
-  if (output.numel() == 0) return output;
+  at::Tensor indices;
+  if (kind_is_indexed(spec.kind)) {
+    indices = at::empty(self.sizes(), self.options().dtype(at::kLong),
+                        at::MemoryFormat::Contiguous);
+  }
+  if (output.numel() == 0) return {output, indices};
 
   ScanProblem p;
   p.spec = spec;
@@ -158,7 +188,14 @@ at::Tensor scan(const ScanSpec& spec, const ScanOperands& in, int64_t dim,
   // Broadcast companions are materialised (1 byte per element for a mask).
   if (in.mask != nullptr) p.mask = in.mask->expand(self.sizes()).contiguous();
   if (in.coeff != nullptr) p.coeff = in.coeff->expand(self.sizes()).contiguous();
+  // Lazy conjugate / negative views (x.conj(), as autograd's complex formulas pass) hold
+  // the unconjugated data: the kernels read memory, so materialise them.
+  for (at::Tensor* t : {&p.input, &p.coeff}) {
+    if (t->defined() && t->is_conj()) *t = t->resolve_conj();
+    if (t->defined() && t->is_neg()) *t = t->resolve_neg();
+  }
   p.output = output;
+  p.indices = indices;
 
   const auto sizes = self.sizes();
   p.outer = 1;
@@ -183,7 +220,19 @@ at::Tensor scan(const ScanSpec& spec, const ScanOperands& in, int64_t dim,
       TORCH_CHECK(false, spec.op_name, ": argument '", in.self_name,
                   "' is on unsupported device ", self.device());
   }
-  return output;
+  return {output, indices};
+}
+
+}  // namespace
+
+at::Tensor scan(const ScanSpec& spec, const ScanOperands& in, int64_t dim,
+                std::optional<at::ScalarType> dtype) {
+  return std::get<0>(run(spec, in, dim, dtype));
+}
+
+std::tuple<at::Tensor, at::Tensor> scan_indexed(const ScanSpec& spec, const ScanOperands& in,
+                                                int64_t dim) {
+  return run(spec, in, dim, std::nullopt);
 }
 
 }  // namespace scanops

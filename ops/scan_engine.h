@@ -16,6 +16,7 @@
 #include <c10/core/SymIntArrayRef.h>
 
 #include <optional>
+#include <tuple>
 
 #include "ops/combine.h"
 
@@ -33,6 +34,8 @@ struct ScanSpec {
 //   mask:   undefined, or bool (already broadcast to self's shape)
 //   coeff:  undefined, or (Affine only) the coefficients a[t], dtype in_t, self's shape
 //   output: dtype out_t (the result dtype)
+//   indices: undefined, or (indexed combines: cummax / cummin) int64, self's shape: the
+//           position along the scan dim, in the original order, each output value came from
 // Element (o, l, i) lives at offset (o * length + l) * inner + i.
 struct ScanProblem {
   ScanSpec spec;
@@ -40,15 +43,24 @@ struct ScanProblem {
   at::Tensor mask;
   at::Tensor coeff;
   at::Tensor output;
+  at::Tensor indices;
   int64_t outer = 1;
   int64_t length = 1;
   int64_t inner = 1;
 };
 
-// Result dtype of a scan, as torch.cumsum: `dtype` if given, else int64 for integral and
-// bool inputs, else self's dtype. Throws (naming `op_name`) for unsupported dtypes.
-at::ScalarType result_dtype(const char* op_name, at::ScalarType self_dtype,
-                            std::optional<at::ScalarType> dtype);
+// Whether a combine kind produces a second (int64 indices) output.
+constexpr bool kind_is_indexed(CombineKind k) {
+  return k == CombineKind::Max || k == CombineKind::Min;
+}
+
+// Result dtype of a scan. Sums and products as torch.cumsum / torch.cumprod: `dtype` if
+// given, else int64 for integral and bool inputs, else self's dtype. The other kinds keep
+// self's dtype (logcumsumexp: floating and complex; cummax / cummin: real and bool;
+// linear_recurrence: floating and complex) and take no `dtype`. Throws (naming the op and
+// the argument) for dtypes the kind does not take.
+at::ScalarType result_dtype(const ScanSpec& spec, at::ScalarType self_dtype,
+                            std::optional<at::ScalarType> dtype, const char* self_name = "self");
 
 // The tensors of one scan: `self` (named by the op's schema as `self_name`, e.g. "x"), an
 // optional bool mask (element transform), an optional coefficient tensor (Affine).
@@ -72,6 +84,12 @@ at::Tensor scan(const ScanSpec& spec, const ScanOperands& in, int64_t dim,
 // Meta (shape-only) version, SymInt aware.
 at::Tensor scan_meta(const ScanSpec& spec, const ScanOperands& in, int64_t dim,
                      std::optional<at::ScalarType> dtype);
+
+// Indexed kinds (cummax / cummin): the values and the int64 indices.
+std::tuple<at::Tensor, at::Tensor> scan_indexed(const ScanSpec& spec, const ScanOperands& in,
+                                                int64_t dim);
+std::tuple<at::Tensor, at::Tensor> scan_meta_indexed(const ScanSpec& spec,
+                                                     const ScanOperands& in, int64_t dim);
 
 // Back ends. scan_cpu always exists; scan_cuda is registered by the CUDA back end when the
 // library is built with CUDA (see ops/cuda/), so the host code has no CUDA dependency.

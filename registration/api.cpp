@@ -18,6 +18,11 @@ c10::TypedOperatorHandle<Sig> find_op(const char* name) {
 using ScanSig = at::Tensor(const at::Tensor&, int64_t, bool, bool, std::optional<at::ScalarType>);
 using MaskedSig = at::Tensor(const at::Tensor&, const at::Tensor&, int64_t, bool, bool,
                              std::optional<at::ScalarType>);
+using IndexedSig = std::tuple<at::Tensor, at::Tensor>(const at::Tensor&, int64_t, bool, bool);
+void check_no_dtype(const char* op, const ScanOptions& o) {
+  TORCH_CHECK(!o.dtype.has_value(), op,
+              ": ScanOptions::dtype is not supported (the result has the input's dtype)");
+}
 }  // namespace
 
 at::Tensor cumsum(const at::Tensor& self, int64_t dim, const ScanOptions& o) {
@@ -39,11 +44,30 @@ at::Tensor cumprod(const at::Tensor& self, int64_t dim, const ScanOptions& o) {
 at::Tensor linear_recurrence(const at::Tensor& a, const at::Tensor& x, int64_t dim,
                              const ScanOptions& o) {
   using Sig = at::Tensor(const at::Tensor&, const at::Tensor&, int64_t, bool, bool);
-  TORCH_CHECK(!o.dtype.has_value(),
-              "scanops.linear_recurrence: ScanOptions::dtype is not supported (the result has "
-              "x's dtype)");
+  check_no_dtype("scanops.linear_recurrence", o);
   static const auto op = find_op<Sig>("scanops::linear_recurrence");
   return op.call(a, x, dim, o.exclusive, o.reverse);
+}
+
+at::Tensor logcumsumexp(const at::Tensor& self, int64_t dim, const ScanOptions& o) {
+  using Sig = at::Tensor(const at::Tensor&, int64_t, bool, bool);
+  check_no_dtype("scanops.logcumsumexp", o);
+  static const auto op = find_op<Sig>("scanops::logcumsumexp");
+  return op.call(self, dim, o.exclusive, o.reverse);
+}
+
+std::tuple<at::Tensor, at::Tensor> cummax(const at::Tensor& self, int64_t dim,
+                                          const ScanOptions& o) {
+  check_no_dtype("scanops.cummax", o);
+  static const auto op = find_op<IndexedSig>("scanops::cummax");
+  return op.call(self, dim, o.exclusive, o.reverse);
+}
+
+std::tuple<at::Tensor, at::Tensor> cummin(const at::Tensor& self, int64_t dim,
+                                          const ScanOptions& o) {
+  check_no_dtype("scanops.cummin", o);
+  static const auto op = find_op<IndexedSig>("scanops::cummin");
+  return op.call(self, dim, o.exclusive, o.reverse);
 }
 
 std::string version() { return SCANOPS_VERSION; }

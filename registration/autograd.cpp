@@ -19,8 +19,12 @@
 //                               inclusive:  lam = g + linrec(a, a*g; exclusive, !r)
 //                               exclusive:  lam =     linrec(a, g;   exclusive, !r)
 //                               dx = lam,  da = lam * linrec(a, x; exclusive, r)  (= h[t-1])
+//   complex inputs: the same with a, x (cumprod: x) conjugated (PyTorch's convention)
+//   logcumsumexp, cummax, cummin: see their Functions below
 #include <ATen/ATen.h>
+#include <ATen/Dispatch.h>
 #include <ATen/ExpandUtils.h>
+#include <c10/core/WrapDimMinimal.h>
 #include <torch/autograd.h>
 #include <torch/library.h>
 
@@ -33,7 +37,11 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-bool is_differentiable(at::ScalarType t) { return at::isFloatingType(t); }
+bool is_differentiable(at::ScalarType t) { return at::isFloatingType(t) || at::isComplexType(t); }
+
+// Complex gradients follow PyTorch's convention (grad = g * conj(df/dz) for holomorphic f):
+// the real formulas with the op's factors conjugated.
+at::Tensor conj_if_complex(const at::Tensor& t) { return t.is_complex() ? t.conj() : t; }
 
 // Gradient of an input that may have been converted (dtype=...) or broadcast.
 // Sizes are SymInts throughout, so tracing (torch.compile(dynamic=True)) adds no guards.
@@ -126,6 +134,7 @@ class CumprodFn : public torch::autograd::Function<CumprodFn> {
     const at::Tensor& g = grads[0];
     at::Tensor x = self;
     if (ctx->saved_data.count("dtype")) x = x.to(ctx->saved_data["dtype"].toScalarType());
+    x = conj_if_complex(x);
     const at::Tensor before = scanops::cumprod(x, f.dim, {.exclusive = true, .reverse = f.reverse});
     at::Tensor s;
     if (f.exclusive) {
@@ -156,17 +165,114 @@ class LinearRecurrenceFn : public torch::autograd::Function<LinearRecurrenceFn> 
     const at::Tensor& g = grads[0];
     const ScanOptions back{.exclusive = true, .reverse = !f.reverse};
     // The full-shape coefficients: `a` may broadcast against x.
-    const at::Tensor af = a.expand_symint(x.sym_sizes());
+    const at::Tensor af = conj_if_complex(a.expand_symint(x.sym_sizes()));
     at::Tensor lam = f.exclusive ? scanops::linear_recurrence(af, g, f.dim, back)
                                  : g + scanops::linear_recurrence(af, af * g, f.dim, back);
     at::Tensor dx, da;
     if (ctx->needs_input_grad(1)) dx = lam;
     if (ctx->needs_input_grad(0)) {
       const at::Tensor h_prev = scanops::linear_recurrence(
-          af, x, f.dim, {.exclusive = true, .reverse = f.reverse});
+          af, conj_if_complex(x), f.dim, {.exclusive = true, .reverse = f.reverse});  // conj(h[t-1])
       da = grad_for(lam * h_prev, a.scalar_type(), a.sym_sizes());
     }
     return {da, dx, {}, {}, {}};
+  }
+};
+
+// logcumsumexp(x; e, r) = y. dx_k = sum over the outputs i that include x_k of g_i exp(x_k - y_i)
+// = exp(x_k + logcumsumexp(log g - y; e, !r)_k), with the positive and negative parts of g
+// apart so that logs stay real (torch's formula; one complex scan for complex g).
+class LogcumsumexpFn : public torch::autograd::Function<LogcumsumexpFn> {
+ public:
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& self, int64_t dim,
+                            bool exclusive, bool reverse) {
+    save_flags(ctx, dim, exclusive, reverse);
+    at::AutoDispatchBelowADInplaceOrView guard;
+    at::Tensor out = scanops::logcumsumexp(self, dim, {exclusive, reverse});
+    ctx->save_for_backward({self, out});
+    return out;
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const Flags f = load_flags(ctx);
+    const auto saved = ctx->get_saved_variables();
+    const at::Tensor& self = saved[0];
+    const at::Tensor& result = saved[1];
+    const at::Tensor& g = grads[0];
+    if (self.dim() == 0) return {f.exclusive ? at::zeros_like(g) : g, {}, {}, {}};
+    if (g.sym_numel() == 0) return {g, {}, {}, {}};
+    const ScanOptions back{.exclusive = f.exclusive, .reverse = !f.reverse};
+    if (g.is_complex()) {
+      const at::Tensor out =
+          (scanops::logcumsumexp(g.conj().log() - result, f.dim, back) + self).exp();
+      return {out.conj(), {}, {}, {}};
+    }
+    const at::Scalar lowest = AT_DISPATCH_FLOATING_TYPES_AND2(
+        at::kHalf, at::kBFloat16, g.scalar_type(), "scanops.logcumsumexp_backward",
+        [] { return at::Scalar(std::numeric_limits<scalar_t>::lowest()); });
+    const at::Tensor floor = at::scalar_tensor(lowest, g.options());
+    const at::Tensor log_abs = g.abs().log();
+    const at::Tensor log_pos = at::where(g > 0, log_abs, floor);
+    const at::Tensor log_neg = at::where(g < 0, log_abs, floor);
+    const at::Tensor pos = (scanops::logcumsumexp(log_pos - result, f.dim, back) + self).exp();
+    const at::Tensor neg = (scanops::logcumsumexp(log_neg - result, f.dim, back) + self).exp();
+    return {pos - neg, {}, {}, {}};
+  }
+};
+
+// t shifted by one along dim towards higher (up = true: u[k] = t[k-1]) or lower positions
+// (u[k] = t[k+1]), the vacated end filled with `fill`.
+at::Tensor shift_along(const at::Tensor& t, int64_t dim, bool up, const at::Scalar& fill) {
+  const c10::SymInt n = t.sym_size(dim);
+  at::Tensor pad = at::full_symint({1}, fill, t.options());
+  std::vector<c10::SymInt> pad_sizes(t.sym_sizes().begin(), t.sym_sizes().end());
+  pad_sizes[dim] = 1;
+  pad = pad.expand_symint(pad_sizes);
+  if (up) return at::cat({pad, t.narrow_symint(dim, 0, n - 1)}, dim);
+  return at::cat({t.narrow_symint(dim, 1, n - 1), pad}, dim);
+}
+
+// cummax / cummin (values y, indices j; e, r). The gradient of x_k is the sum of g over the
+// outputs whose index is k. Those outputs are one contiguous run in scan order (the index only
+// moves forward), starting at k (inclusive) or at the position after k in scan order
+// (exclusive). The run sums come from one linear recurrence run against the scan order, with
+// coefficient 1 inside a run and 0 at its end: a segmented sum in a fixed order (no atomics,
+// run-to-run identical, unlike scatter_add on CUDA), linear in g, so differentiable again.
+class CumExtremumFn : public torch::autograd::Function<CumExtremumFn> {
+ public:
+  static variable_list forward(AutogradContext* ctx, const at::Tensor& self, int64_t dim,
+                               bool exclusive, bool reverse, bool is_max) {
+    const int64_t d = c10::maybe_wrap_dim(dim, std::max<int64_t>(self.dim(), 1));
+    save_flags(ctx, d, exclusive, reverse);
+    at::AutoDispatchBelowADInplaceOrView guard;
+    auto [values, indices] = is_max ? scanops::cummax(self, dim, {exclusive, reverse})
+                                    : scanops::cummin(self, dim, {exclusive, reverse});
+    ctx->mark_non_differentiable({indices});
+    ctx->save_for_backward({indices});
+    return {values, indices};
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const Flags f = load_flags(ctx);
+    const at::Tensor idx = ctx->get_saved_variables()[0];
+    const at::Tensor& g = grads[0];
+    if (idx.dim() == 0) return {f.exclusive ? at::zeros_like(g) : g, {}, {}, {}, {}};
+    if (g.sym_numel() == 0) return {g, {}, {}, {}, {}};
+    const int64_t d = f.dim;
+    // Next position in scan order: k+1 (forward scans), k-1 (reverse).
+    const bool up = f.reverse;  // shift_along(t, up = reverse)[k] = t[next(k)]
+    const at::Tensor next_idx = shift_along(idx, d, up, -2);
+    const at::Tensor same_run = (idx == next_idx).to(g.scalar_type());
+    const at::Tensor h = scanops::linear_recurrence(same_run, g, d, {.reverse = !f.reverse});
+    std::vector<c10::SymInt> pos_shape(idx.dim(), c10::SymInt(1));
+    pos_shape[d] = idx.sym_size(d);
+    const at::Tensor pos =
+        at::arange(at::Scalar(idx.sym_size(d)), idx.options()).view_symint(pos_shape);
+    at::Tensor dx;
+    if (f.exclusive) {
+      dx = at::where(next_idx == pos, shift_along(h, d, up, 0), at::zeros({}, g.options()));
+    } else {
+      dx = at::where(idx == pos, h, at::zeros({}, g.options()));
+    }
+    return {dx, {}, {}, {}, {}};
   }
 };
 
@@ -211,6 +317,34 @@ at::Tensor linear_recurrence_autograd(const at::Tensor& a, const at::Tensor& x, 
   return LinearRecurrenceFn::apply(a, x, dim, exclusive, reverse);
 }
 
+at::Tensor logcumsumexp_autograd(const at::Tensor& self, int64_t dim, bool exclusive,
+                                 bool reverse) {
+  if (!wants_grad(self)) {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    return scanops::logcumsumexp(self, dim, {exclusive, reverse});
+  }
+  return LogcumsumexpFn::apply(self, dim, exclusive, reverse);
+}
+std::tuple<at::Tensor, at::Tensor> cum_extremum_autograd(const at::Tensor& self, int64_t dim,
+                                                         bool exclusive, bool reverse,
+                                                         bool is_max) {
+  if (!wants_grad(self) || !is_differentiable(self.scalar_type())) {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    return is_max ? scanops::cummax(self, dim, {exclusive, reverse})
+                  : scanops::cummin(self, dim, {exclusive, reverse});
+  }
+  auto out = CumExtremumFn::apply(self, dim, exclusive, reverse, is_max);
+  return {out[0], out[1]};
+}
+std::tuple<at::Tensor, at::Tensor> cummax_autograd(const at::Tensor& self, int64_t dim,
+                                                   bool exclusive, bool reverse) {
+  return cum_extremum_autograd(self, dim, exclusive, reverse, true);
+}
+std::tuple<at::Tensor, at::Tensor> cummin_autograd(const at::Tensor& self, int64_t dim,
+                                                   bool exclusive, bool reverse) {
+  return cum_extremum_autograd(self, dim, exclusive, reverse, false);
+}
+
 }  // namespace
 }  // namespace scanops
 
@@ -219,4 +353,7 @@ TORCH_LIBRARY_IMPL(scanops, Autograd, m) {
   m.impl("masked_cumsum", &scanops::masked_cumsum_autograd);
   m.impl("cumprod", &scanops::cumprod_autograd);
   m.impl("linear_recurrence", &scanops::linear_recurrence_autograd);
+  m.impl("logcumsumexp", &scanops::logcumsumexp_autograd);
+  m.impl("cummax", &scanops::cummax_autograd);
+  m.impl("cummin", &scanops::cummin_autograd);
 }

@@ -9,6 +9,9 @@ TORCH_LIBRARY_IMPL(scanops, CPU, m) {
   m.impl("masked_cumsum", &scanops::catalog::masked_cumsum);
   m.impl("cumprod", &scanops::catalog::cumprod);
   m.impl("linear_recurrence", &scanops::catalog::linear_recurrence);
+  m.impl("logcumsumexp", &scanops::catalog::logcumsumexp);
+  m.impl("cummax", &scanops::catalog::cummax);
+  m.impl("cummin", &scanops::catalog::cummin);
 }
 
 TORCH_LIBRARY_IMPL(scanops, CUDA, m) {
@@ -16,4 +19,7 @@ TORCH_LIBRARY_IMPL(scanops, CUDA, m) {
   m.impl("masked_cumsum", &scanops::catalog::masked_cumsum);
   m.impl("cumprod", &scanops::catalog::cumprod);
   m.impl("linear_recurrence", &scanops::catalog::linear_recurrence);
+  m.impl("logcumsumexp", &scanops::catalog::logcumsumexp);
+  m.impl("cummax", &scanops::catalog::cummax);
+  m.impl("cummin", &scanops::catalog::cummin);
 }

@@ -9,4 +9,7 @@ TORCH_LIBRARY_IMPL(scanops, Meta, m) {
   m.impl("masked_cumsum", &scanops::catalog::masked_cumsum_meta);
   m.impl("cumprod", &scanops::catalog::cumprod_meta);
   m.impl("linear_recurrence", &scanops::catalog::linear_recurrence_meta);
+  m.impl("logcumsumexp", &scanops::catalog::logcumsumexp_meta);
+  m.impl("cummax", &scanops::catalog::cummax_meta);
+  m.impl("cummin", &scanops::catalog::cummin_meta);
 }

@@ -20,4 +20,16 @@ TORCH_LIBRARY(scanops, m) {
       "linear_recurrence(Tensor a, Tensor x, int dim, *, bool exclusive=False, "
       "bool reverse=False) -> Tensor",
       tags);
+  m.def("logcumsumexp(Tensor self, int dim, *, bool exclusive=False, bool reverse=False) -> Tensor",
+        tags);
+  // indices: int64 positions along dim (original order) of the values; -1 where an exclusive
+  // scan has seen no element yet.
+  m.def(
+      "cummax(Tensor self, int dim, *, bool exclusive=False, bool reverse=False) -> "
+      "(Tensor values, Tensor indices)",
+      tags);
+  m.def(
+      "cummin(Tensor self, int dim, *, bool exclusive=False, bool reverse=False) -> "
+      "(Tensor values, Tensor indices)",
+      tags);
 }

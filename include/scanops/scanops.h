@@ -18,8 +18,9 @@
 // float16 / bfloat16 / float32 accumulate in float32 on CUDA (float64 for cumprod) and in
 // float64 on the CPU;
 // integers accumulate in int64 (wrapping).
-// Supported dtypes (CPU and CUDA alike): float32, float64, float16, bfloat16, int8, int16,
-// int32, int64, uint8, bool. The result is a new contiguous tensor of the input's shape;
+// Supported dtypes (CPU and CUDA alike): float32, float64, float16, bfloat16, complex64,
+// complex128, int8, int16, int32, int64, uint8, bool (per op below; complex accumulates in
+// complex64 on CUDA and complex128 on the CPU, complex128 for products). The result is a new contiguous tensor of the input's shape;
 // inputs may have any shape and strides (0-dim, empty, non-contiguous, expanded).
 // Autograd: every op is differentiable (twice and more) in its floating inputs; backward
 // formulas call scanops ops through the dispatcher. No op synchronises with the host, so
@@ -31,6 +32,7 @@
 
 #include <optional>
 #include <string>
+#include <tuple>
 
 namespace scanops {
 
@@ -72,6 +74,31 @@ at::Tensor cumprod(const at::Tensor& self, int64_t dim, const ScanOptions& optio
 //                           bool reverse=False) -> Tensor
 at::Tensor linear_recurrence(const at::Tensor& a, const at::Tensor& x, int64_t dim,
                              const ScanOptions& options = {});
+
+// Cumulative log-sum-exp along `dim`: y[i] = log(exp(x[0]) + ... + exp(x[i])), computed stably
+// (max + log1p(exp(min - max)) per step, as torch.logcumsumexp); -inf is the identity, so an
+// exclusive scan starts with -inf and an all -inf prefix gives -inf (not NaN). Floating and
+// complex dtypes; the result has self's dtype (float16/bfloat16/float32 accumulate in float32
+// on CUDA, float64 on the CPU). `options.dtype` must be unset.
+// Gradient: numerically stable (torch's formula, on scanops' reverse scans); twice
+// differentiable.
+// Schema: logcumsumexp(Tensor self, int dim, *, bool exclusive=False, bool reverse=False)
+//         -> Tensor
+at::Tensor logcumsumexp(const at::Tensor& self, int64_t dim, const ScanOptions& options = {});
+
+// Running maximum / minimum along `dim` and where it came from, as torch.cummax / cummin:
+// values (self's dtype) and int64 indices (positions along dim in the original order, even
+// for reverse scans). Of equal values the latest in scan order wins; NaN propagates and the
+// index is that of the latest NaN (torch's rule). exclusive: position 0 (the last for reverse)
+// holds the identity, -inf / the dtype's lowest value for cummax (+inf / highest for cummin),
+// with index -1. Real and bool dtypes (complex numbers have no order). Gradient: the values'
+// gradient goes to the selected elements (a deterministic segmented sum, no atomics).
+// Schema: cummax(Tensor self, int dim, *, bool exclusive=False, bool reverse=False)
+//         -> (Tensor values, Tensor indices)     (cummin likewise)
+std::tuple<at::Tensor, at::Tensor> cummax(const at::Tensor& self, int64_t dim,
+                                          const ScanOptions& options = {});
+std::tuple<at::Tensor, at::Tensor> cummin(const at::Tensor& self, int64_t dim,
+                                          const ScanOptions& options = {});
 
 // The library's version, "MAJOR.MINOR.PATCH".
 std::string version();

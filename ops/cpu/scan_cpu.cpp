@@ -69,6 +69,7 @@ struct Ctx {
   const void* coeff;
   const bool* mask;
   void* out;
+  int64_t* idx;  // indexed combines (cummax / cummin): the positions, else nullptr
   int64_t outer, n, inner;
   bool exclusive, reverse, stream;
 };
@@ -243,45 +244,52 @@ struct GenericKernel {
   static S identity() { return Combine::identity(); }
   static S fold(const S& C, const S& T_) { return Combine::combine(C, T_); }
 
+  // The element at memory offset idx, at position pos along the line (original order).
   template <bool kMasked>
-  static inline S load(const Ctx& c, int64_t idx) {
+  static inline S load(const Ctx& c, int64_t idx, [[maybe_unused]] int64_t pos) {
     if constexpr (kMasked) {
       if (!c.mask[idx]) return Combine::identity();
     }
     const in_t* in = static_cast<const in_t*>(c.in);
     if constexpr (Combine::arity == 2) {
       return Combine::template lift<in_t>(static_cast<const in_t*>(c.coeff)[idx], in[idx]);
+    } else if constexpr (Combine::indexed) {
+      return Combine::template lift<in_t>(in[idx], pos);
     } else {
       return Combine::template lift<in_t>(in[idx]);
     }
   }
+  static inline void write(const Ctx& c, int64_t idx, const S& s) {
+    static_cast<out_t*>(c.out)[idx] = static_cast<out_t>(Combine::value(s));
+    if constexpr (Combine::indexed) c.idx[idx] = Combine::index(s);
+  }
 
   template <bool kRev, bool kMask, bool kExcl, bool kWrite, bool kCarry>
   static S row_block_impl(const Ctx& c, int64_t o, int64_t s0, int64_t s1, const S& C) {
-    out_t* out = static_cast<out_t*>(c.out);
     const int64_t row = o * c.n, n = c.n;
-    auto at = [&](int64_t s) { return kRev ? row + n - 1 - s : row + s; };
-    using val_t = decltype(Combine::value(C));
+    auto pos = [&](int64_t s) { return kRev ? n - 1 - s : s; };
+    auto at = [&](int64_t s) { return row + pos(s); };
     S L = Combine::identity();
-    val_t prev = Combine::value(kCarry ? C : Combine::identity());
+    S prev = kCarry ? C : Combine::identity();
     auto emit = [&](int64_t idx, const S& R) {
-      const val_t v = Combine::value(kCarry ? Combine::combine(C, R) : R);
-      out[idx] = static_cast<out_t>(kExcl ? prev : v);
+      const S v = kCarry ? Combine::combine(C, R) : R;
+      write(c, idx, kExcl ? prev : v);
       prev = v;
     };
     constexpr int64_t kB = 8;  // local prefixes of 8 elements are independent of L (ILP)
     int64_t s = s0;
     for (; s + kB <= s1; s += kB) {
       S loc[kB];
-      loc[0] = load<kMask>(c, at(s));
-      for (int64_t k = 1; k < kB; ++k) loc[k] = Combine::combine(loc[k - 1], load<kMask>(c, at(s + k)));
+      loc[0] = load<kMask>(c, at(s), pos(s));
+      for (int64_t k = 1; k < kB; ++k)
+        loc[k] = Combine::combine(loc[k - 1], load<kMask>(c, at(s + k), pos(s + k)));
       if constexpr (kWrite) {
         for (int64_t k = 0; k < kB; ++k) emit(at(s + k), Combine::combine(L, loc[k]));
       }
       L = Combine::combine(L, loc[kB - 1]);
     }
     for (; s < s1; ++s) {
-      L = Combine::combine(L, load<kMask>(c, at(s)));
+      L = Combine::combine(L, load<kMask>(c, at(s), pos(s)));
       if constexpr (kWrite) emit(at(s), L);
     }
     return L;
@@ -326,22 +334,22 @@ struct GenericKernel {
   template <bool kMask, bool kExcl, bool kWrite, bool kCarry>
   static void col_walk_impl(const Ctx& c, int64_t o, int64_t i0, int64_t w, int64_t s0, int64_t s1, S* L,
                             const S* C) {
-    out_t* out = static_cast<out_t*>(c.out);
     const int64_t step = c.reverse ? -c.inner : c.inner;
     int64_t base = (o * c.n + (c.reverse ? c.n - 1 - s0 : s0)) * c.inner + i0;
     auto val = [&](int64_t j, const S& st) {
       if constexpr (kCarry) {
-        return Combine::value(Combine::combine(C[j], st));
+        return Combine::combine(C[j], st);
       } else {
-        return Combine::value(st);
+        return st;
       }
     };
     for (int64_t s = s0; s < s1; ++s, base += step) {
+      const int64_t pos = c.reverse ? c.n - 1 - s : s;
       for (int64_t j = 0; j < w; ++j) {
-        const S x = load<kMask>(c, base + j);
-        if constexpr (kWrite && kExcl) out[base + j] = static_cast<out_t>(val(j, L[j]));
+        const S x = load<kMask>(c, base + j, pos);
+        if constexpr (kWrite && kExcl) write(c, base + j, val(j, L[j]));
         L[j] = Combine::combine(L[j], x);
-        if constexpr (kWrite && !kExcl) out[base + j] = static_cast<out_t>(val(j, L[j]));
+        if constexpr (kWrite && !kExcl) write(c, base + j, val(j, L[j]));
       }
     }
   }
@@ -597,6 +605,7 @@ struct CpuRunner {
                 p.coeff.defined() ? p.coeff.const_data_ptr<in_t>() : nullptr,
                 p.mask.defined() ? p.mask.const_data_ptr<bool>() : nullptr,
                 p.output.mutable_data_ptr<out_t>(),
+                p.indices.defined() ? p.indices.mutable_data_ptr<int64_t>() : nullptr,
                 p.outer,
                 p.length,
                 p.inner,
@@ -607,8 +616,11 @@ struct CpuRunner {
     advise_huge_pages(c.out, p.output.numel() * static_cast<int64_t>(sizeof(out_t)));
 #if defined(SCANOPS_AVX2_KERNELS)
     using acc = decltype(Combine::value(Combine::identity()));
+    constexpr bool kAvx2Combine = std::is_same_v<Combine, SumCombine<double>> ||
+                                  std::is_same_v<Combine, ProdCombine<double>> ||
+                                  std::is_same_v<Combine, AffineCombine<double>>;
     if constexpr ((std::is_same_v<in_t, float> || std::is_same_v<in_t, double>) &&
-                  std::is_same_v<in_t, out_t> && std::is_same_v<acc, double>) {
+                  std::is_same_v<in_t, out_t> && std::is_same_v<acc, double> && kAvx2Combine) {
       if (use_avx2()) {
         using Op = std::conditional_t<
             Combine::arity == 2, avx2::AffineOp,
@@ -624,12 +636,6 @@ struct CpuRunner {
 
 }  // namespace
 
-void scan_cpu(const ScanProblem& p) {
-  if (p.spec.kind == CombineKind::Affine) {
-    dispatch_affine<CpuRunner, /*kWide=*/true>(p);
-  } else {
-    dispatch_scan<CpuRunner, /*kWide=*/true>(p);
-  }
-}
+void scan_cpu(const ScanProblem& p) { dispatch_scan<CpuRunner, /*kWide=*/true>(p); }
 
 }  // namespace scanops

@@ -60,8 +60,9 @@ __device__ __forceinline__ bool is_aligned(const T* p) {
   return reinterpret_cast<uintptr_t>(p) % (sizeof(T) * V) == 0;
 }
 
-// The problem's input as states: lift(in[i]) (lift(coeff[i], in[i]) for arity-2 combines),
-// identity() where mask[i] is false. Both loads are issued before the mask is tested.
+// The problem's input as states: lift(in[i]) (lift(coeff[i], in[i]) for arity-2 combines,
+// lift(in[i], position along the line) for indexed ones), identity() where mask[i] is false.
+// Both loads are issued before the mask is tested.
 template <class Combine, class in_t>
 struct InputSource {
   using state_t = typename Combine::state_t;
@@ -70,11 +71,26 @@ struct InputSource {
   const in_t* in;
   const in_t* coeff;  // arity 2 only
   const bool* mask;   // nullptr: no mask
+  // Indexed combines: element i sits at position (i / inner) % length of its line; `narrow`
+  // when every offset fits 32 bits (32-bit division is several times cheaper).
+  int64_t length = 1;
+  int64_t inner = 1;
+  bool narrow = true;
 
-  // x: the input element, a: its coefficient (ignored for arity 1).
-  static __device__ __forceinline__ state_t lift(in_t x, in_t a) {
+  __device__ __forceinline__ int64_t position(int64_t i) const {
+    if (narrow) {
+      const uint32_t u = static_cast<uint32_t>(i);
+      const uint32_t line = inner == 1 ? u : u / static_cast<uint32_t>(inner);
+      return static_cast<int64_t>(line % static_cast<uint32_t>(length));
+    }
+    return (inner == 1 ? i : i / inner) % length;
+  }
+  // x: the input element, a: its coefficient (ignored for arity 1), i: its offset.
+  __device__ __forceinline__ state_t lift(in_t x, in_t a, int64_t i) const {
     if constexpr (Combine::arity == 2) {
       return Combine::template lift<in_t>(a, x);
+    } else if constexpr (Combine::indexed) {
+      return Combine::template lift<in_t>(x, position(i));
     } else {
       return Combine::template lift<in_t>(x);
     }
@@ -82,7 +98,7 @@ struct InputSource {
   __device__ __forceinline__ state_t load(int64_t i) const {
     in_t a{};
     if constexpr (Combine::arity == 2) a = coeff[i];
-    const state_t s = lift(in[i], a);
+    const state_t s = lift(in[i], a, i);
     return (mask != nullptr && !mask[i]) ? Combine::identity() : s;
   }
   // Whether load_vec may be used at element offset i.
@@ -99,28 +115,48 @@ struct InputSource {
     if (mask != nullptr) m = *reinterpret_cast<const Vec<bool, kVec>*>(mask + i);
 #pragma unroll
     for (int t = 0; t < kVec; ++t) {
-      out[t] = (mask != nullptr && !m.v[t]) ? Combine::identity() : lift(x.v[t], a.v[t]);
+      out[t] = (mask != nullptr && !m.v[t]) ? Combine::identity() : lift(x.v[t], a.v[t], i + t);
     }
   }
 };
 
-// The problem's output: value(state) cast to out_t.
+// The problem's output: value(state) cast to out_t (and, for indexed combines, index(state)
+// to the int64 indices).
 template <class Combine, class out_t>
 struct OutputSink {
   using state_t = typename Combine::state_t;
   static constexpr int kVec = vec_width<out_t>();
   out_t* out;
+  int64_t* indices = nullptr;  // indexed combines only
 
   static __device__ __forceinline__ out_t cast(const state_t& s) {
     return static_cast<out_t>(Combine::value(s));
   }
-  __device__ __forceinline__ void store(int64_t i, const state_t& s) const { out[i] = cast(s); }
-  __device__ __forceinline__ bool vec_ok(int64_t i) const { return is_aligned<kVec>(out + i); }
+  __device__ __forceinline__ void store(int64_t i, const state_t& s) const {
+    out[i] = cast(s);
+    if constexpr (Combine::indexed) indices[i] = Combine::index(s);
+  }
+  __device__ __forceinline__ bool vec_ok(int64_t i) const {
+    if constexpr (Combine::indexed) {
+      if (!is_aligned<kVec>(indices + i)) return false;
+    }
+    return is_aligned<kVec>(out + i);
+  }
   __device__ __forceinline__ void store_vec(int64_t i, const state_t (&s)[kVec]) const {
     Vec<out_t, kVec> y;
 #pragma unroll
     for (int t = 0; t < kVec; ++t) y.v[t] = cast(s[t]);
     *reinterpret_cast<Vec<out_t, kVec>*>(out + i) = y;
+    if constexpr (Combine::indexed) {  // kVec int64s: 16-byte stores
+      constexpr int kPair = kVec >= 2 ? 2 : 1;
+#pragma unroll
+      for (int t = 0; t < kVec; t += kPair) {
+        Vec<int64_t, kPair> w;
+#pragma unroll
+        for (int u = 0; u < kPair; ++u) w.v[u] = Combine::index(s[t + u]);
+        *reinterpret_cast<Vec<int64_t, kPair>*>(indices + i + t) = w;
+      }
+    }
   }
 };
 

@@ -22,9 +22,11 @@ namespace scanops::cuda {
 
 template <class Combine, class in_t, class out_t>
 void launch_scan(const DeviceProblem& p) {
+  const int64_t numel = p.outer * p.length * p.inner;
   const InputSource<Combine, in_t> src{static_cast<const in_t*>(p.input),
-                                       static_cast<const in_t*>(p.coeff), p.mask};
-  const OutputSink<Combine, out_t> dst{static_cast<out_t*>(p.output)};
+                                       static_cast<const in_t*>(p.coeff), p.mask, p.length,
+                                       p.inner, numel <= int64_t{UINT32_MAX}};
+  const OutputSink<Combine, out_t> dst{static_cast<out_t*>(p.output), p.indices};
   if (p.inner == 1) {
     scan_rows<Combine>(p.ctx, src, dst, p.outer, p.length, p.flags);
   } else {

@@ -1,7 +1,7 @@
 // scanops CUDA back end, host side: the entry the engine calls for CUDA tensors, registered
 // at library load time. It dispatches the problem's (combine kind, dtypes) onto
 // CudaRunner<Combine, in_t, out_t>, which sets the device, gathers the stream, the SM count
-// and a scratch allocator, and calls launch_scan (compiled in scan_{sum,prod,affine}.cu).
+// and a scratch allocator, and calls launch_scan (compiled in scan_<kind>.cu).
 #include "ops/cuda/scan_cuda.h"
 
 #include <ATen/cuda/CUDAContext.h>
@@ -34,27 +34,28 @@ class TensorScratch final : public Scratch {
   std::vector<at::Tensor> held_;
 };
 
-template <class Combine>
-struct IsAffine : std::false_type {};
-template <class acc>
-struct IsAffine<AffineCombine<acc>> : std::true_type {};
-
 // Whether scan_cuda.h's instantiation lists hold (Combine, in_t, out_t): checked at compile
 // time, so that dispatch.h and the lists cannot drift apart.
 template <class Combine, class in_t, class out_t>
 constexpr bool is_instantiated() {
   using A = acc_t<in_t>;
   using W = acc_t<in_t, /*kWide=*/true>;
+  using V = extremum_t<in_t>;
 #define SCANOPS_MATCH(I, O, ACC) \
   (std::is_same_v<in_t, I> && std::is_same_v<out_t, O> && std::is_same_v<ACC, decltype(Combine::value(Combine::identity()))>) ||
-  if constexpr (IsAffine<Combine>::value) {
-    constexpr bool listed = SCANOPS_CUDA_AFFINE_TYPES(SCANOPS_MATCH) false;
-    return listed && std::is_same_v<Combine, AffineCombine<A>>;
+  if constexpr (std::is_same_v<Combine, AffineCombine<A>>) {
+    return SCANOPS_CUDA_FLOAT_COMPLEX_TYPES(SCANOPS_MATCH) false;
+  } else if constexpr (std::is_same_v<Combine, LogAddExpCombine<A>>) {
+    return SCANOPS_CUDA_FLOAT_COMPLEX_TYPES(SCANOPS_MATCH) false;
+  } else if constexpr (std::is_same_v<Combine, MaxCombine<V>> ||
+                       std::is_same_v<Combine, MinCombine<V>>) {
+    return SCANOPS_CUDA_EXTREMUM_TYPES(SCANOPS_MATCH) false;
   } else if constexpr (std::is_same_v<Combine, ProdCombine<W>>) {
     return SCANOPS_CUDA_PROD_TYPES(SCANOPS_MATCH) false;
+  } else if constexpr (std::is_same_v<Combine, SumCombine<A>>) {
+    return SCANOPS_CUDA_SCAN_TYPES(SCANOPS_MATCH) false;
   } else {
-    constexpr bool listed = SCANOPS_CUDA_SCAN_TYPES(SCANOPS_MATCH) false;
-    return listed && std::is_same_v<Combine, SumCombine<A>>;
+    return false;
   }
 #undef SCANOPS_MATCH
 }
@@ -62,7 +63,7 @@ constexpr bool is_instantiated() {
 template <class Combine, class in_t, class out_t>
 struct CudaRunner {
   static_assert(is_instantiated<Combine, in_t, out_t>(),
-                "add this type pair to SCANOPS_CUDA_SCAN_TYPES / SCANOPS_CUDA_AFFINE_TYPES");
+                "add this type pair to the instantiation lists of scan_cuda.h");
 
   static void run(const ScanProblem& p) {
     const c10::cuda::CUDAGuard guard(p.input.device());
@@ -73,6 +74,7 @@ struct CudaRunner {
                           p.coeff.defined() ? p.coeff.const_data_ptr<in_t>() : nullptr,
                           p.mask.defined() ? p.mask.const_data_ptr<bool>() : nullptr,
                           p.output.mutable_data_ptr<out_t>(),
+                          p.indices.defined() ? p.indices.mutable_data_ptr<int64_t>() : nullptr,
                           p.outer,
                           p.length,
                           p.inner,
@@ -85,13 +87,7 @@ struct CudaRunner {
 }  // namespace
 }  // namespace cuda
 
-void scan_cuda(const ScanProblem& p) {
-  if (p.spec.kind == CombineKind::Affine) {
-    dispatch_affine<cuda::CudaRunner>(p);
-  } else {
-    dispatch_scan<cuda::CudaRunner>(p);
-  }
-}
+void scan_cuda(const ScanProblem& p) { dispatch_scan<cuda::CudaRunner>(p); }
 
 namespace {
 [[maybe_unused]] const bool registered = (register_cuda_backend(&scan_cuda), true);

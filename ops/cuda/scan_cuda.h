@@ -3,12 +3,13 @@
 // scan_cuda.cpp (host compiler, ATen) turns a ScanProblem into a DeviceProblem (raw pointers,
 // extents, flags, stream, SM count, a scratch allocator) and calls launch_scan, defined in
 // launch_scan.cuh and instantiated in one .cu file per combine kind (scan_sum.cu,
-// scan_prod.cu, scan_affine.cu). The .cu files include no ATen header: that keeps their
+// scan_prod.cu, scan_affine.cu, scan_logaddexp.cu, scan_max.cu, scan_min.cu). The .cu files include no ATen header: that keeps their
 // compile time down and lets them build in parallel.
 #pragma once
 
 #include <c10/util/BFloat16.h>
 #include <c10/util/Half.h>
+#include <c10/util/complex.h>
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
@@ -43,6 +44,7 @@ struct DeviceProblem {
   const void* coeff;  // in_t, arity-2 combines only
   const bool* mask;   // nullptr: no mask
   void* output;       // out_t
+  int64_t* indices;   // indexed combines (cummax / cummin) only, else nullptr
   int64_t outer, length, inner;
   ScanFlags flags;
   LaunchContext ctx;
@@ -73,6 +75,8 @@ void launch_scan(const DeviceProblem& p);
   X(double, double, double)                       \
   X(c10::Half, c10::Half, float)                  \
   X(c10::BFloat16, c10::BFloat16, float)          \
+  X(c10::complex<float>, c10::complex<float>, c10::complex<float>)    \
+  X(c10::complex<double>, c10::complex<double>, c10::complex<double>) \
   SCANOPS_CUDA_INTEGRAL_TYPES(X)
 
 // The Prod kernels: floating types accumulate in double (WideFloatAcc in ops/dispatch.h).
@@ -81,13 +85,30 @@ void launch_scan(const DeviceProblem& p);
   X(double, double, double)                       \
   X(c10::Half, c10::Half, double)                 \
   X(c10::BFloat16, c10::BFloat16, double)         \
+  X(c10::complex<float>, c10::complex<float>, c10::complex<double>)   \
+  X(c10::complex<double>, c10::complex<double>, c10::complex<double>) \
   SCANOPS_CUDA_INTEGRAL_TYPES(X)
 
-// dispatch_affine's types (in_t == out_t).
-#define SCANOPS_CUDA_AFFINE_TYPES(X) \
-  X(float, float, float)             \
-  X(double, double, double)          \
-  X(c10::Half, c10::Half, float)     \
-  X(c10::BFloat16, c10::BFloat16, float)
+// Floating and complex types (in_t == out_t) of Affine and LogAddExp.
+#define SCANOPS_CUDA_FLOAT_COMPLEX_TYPES(X)                           \
+  X(float, float, float)                                              \
+  X(double, double, double)                                           \
+  X(c10::Half, c10::Half, float)                                      \
+  X(c10::BFloat16, c10::BFloat16, float)                              \
+  X(c10::complex<float>, c10::complex<float>, c10::complex<float>)    \
+  X(c10::complex<double>, c10::complex<double>, c10::complex<double>)
+
+// cummax / cummin (in_t == out_t; the third entry is the type values compare in).
+#define SCANOPS_CUDA_EXTREMUM_TYPES(X)     \
+  X(float, float, float)                   \
+  X(double, double, double)                \
+  X(c10::Half, c10::Half, float)           \
+  X(c10::BFloat16, c10::BFloat16, float)   \
+  X(int8_t, int8_t, int8_t)                \
+  X(int16_t, int16_t, int16_t)             \
+  X(int32_t, int32_t, int32_t)             \
+  X(int64_t, int64_t, int64_t)             \
+  X(uint8_t, uint8_t, uint8_t)             \
+  X(bool, bool, bool)
 
 }  // namespace scanops::cuda

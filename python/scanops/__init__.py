@@ -48,6 +48,9 @@ __all__ = [
     "masked_cumsum",
     "cumprod",
     "linear_recurrence",
+    "logcumsumexp",
+    "cummax",
+    "cummin",
     "library_path",
     "cmake_prefix_path",
     "build_info",
@@ -203,8 +206,8 @@ def cumsum(x: torch.Tensor, dim: int, *, exclusive: bool = False, reverse: bool 
     """Cumulative sum of ``x`` along ``dim``.
 
     Args:
-        x: input tensor, any shape and strides; float32/64, float16, bfloat16, int8/16/32/64,
-            uint8 or bool.
+        x: input tensor, any shape and strides; float32/64, float16, bfloat16, complex64/128,
+            int8/16/32/64, uint8 or bool.
         dim: the dimension to scan (negative counts from the end).
         exclusive: ``y[i]`` sums ``x[0..i-1]`` (``y[0] = 0``) instead of ``x[0..i]``.
         reverse: scan from the end of the dimension.
@@ -257,7 +260,8 @@ def linear_recurrence(a: torch.Tensor, x: torch.Tensor, dim: int, *, exclusive: 
     ``h[-1] = 0``.
 
     Args:
-        a: coefficients, ``x``'s dtype (float32/64, float16, bfloat16), broadcastable to
+        a: coefficients, ``x``'s dtype (float32/64, float16, bfloat16, complex64/128),
+            broadcastable to
             ``x``'s shape, on ``x``'s device.
         x: inputs.
         dim: the time dimension (negative counts from the end).
@@ -268,3 +272,43 @@ def linear_recurrence(a: torch.Tensor, x: torch.Tensor, dim: int, *, exclusive: 
         ``h``, with ``x``'s shape and dtype. Differentiable in ``a`` and ``x``.
     """
     return torch.ops.scanops.linear_recurrence(a, x, dim, exclusive=exclusive, reverse=reverse)
+
+
+def logcumsumexp(x: torch.Tensor, dim: int, *, exclusive: bool = False,
+                 reverse: bool = False) -> torch.Tensor:
+    """Cumulative log-sum-exp along ``dim``: ``y[i] = log(exp(x[0]) + ... + exp(x[i]))``,
+    computed stably, as :func:`torch.logcumsumexp`.
+
+    Args:
+        x: floating or complex tensor (float32/64, float16, bfloat16, complex64/128).
+        dim, exclusive, reverse: as :func:`cumsum`; ``exclusive`` puts ``-inf`` first.
+
+    Returns:
+        A new tensor of ``x``'s shape and dtype. Differentiable in ``x`` (twice and more).
+    """
+    return torch.ops.scanops.logcumsumexp(x, dim, exclusive=exclusive, reverse=reverse)
+
+
+def cummax(x: torch.Tensor, dim: int, *, exclusive: bool = False, reverse: bool = False):
+    """Running maximum along ``dim`` and its position, as :func:`torch.cummax`.
+
+    Of equal values the latest in scan order wins; NaN propagates, with the index of the
+    latest NaN. ``reverse`` scans from the end; indices are positions in the original order.
+    ``exclusive``: the first position in scan order holds ``-inf`` (the dtype's lowest value
+    for integers, ``False`` for bool) with index ``-1``.
+
+    Args:
+        x: real or bool tensor (complex numbers have no order).
+
+    Returns:
+        ``(values, indices)``: ``x``'s dtype and int64, ``x``'s shape. Differentiable in
+        ``x`` (the gradient goes to the selected elements).
+    """
+    return torch.ops.scanops.cummax(x, dim, exclusive=exclusive, reverse=reverse)
+
+
+def cummin(x: torch.Tensor, dim: int, *, exclusive: bool = False, reverse: bool = False):
+    """Running minimum along ``dim`` and its position, as :func:`torch.cummin`; see
+    :func:`cummax` (``exclusive`` puts ``+inf``, the dtype's highest value or ``True``
+    first, with index ``-1``)."""
+    return torch.ops.scanops.cummin(x, dim, exclusive=exclusive, reverse=reverse)

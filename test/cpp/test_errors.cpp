@@ -45,11 +45,12 @@ TEST(ScanopsErrors, MaskShapeDtypeDevice) {
 
 TEST(ScanopsErrors, UnsupportedDtypes) {
   auto c = torch::randn({3, 4}, torch::kComplexFloat);
-  EXPECT_ERROR(scanops::cumsum(c, 1), "scanops.cumsum", "'self'", "complex");
+  EXPECT_ERROR(scanops::cummax(c, 1), "scanops.cummax", "'self'", "real or bool");
+  EXPECT_ERROR(scanops::logcumsumexp(torch::ones({3}, torch::kLong), 0), "scanops.logcumsumexp",
+               "'self'", "floating or complex");
   auto x = torch::randn({3, 4});
   EXPECT_ERROR(scanops::cumsum(x, 1, {.dtype = torch::kBool}), "scanops.cumsum", "'dtype'");
-  EXPECT_ERROR(scanops::cumprod(x, 1, {.dtype = torch::kComplexDouble}), "scanops.cumprod",
-               "'dtype'", "complex");
+  EXPECT_ERROR(scanops::cummin(x, 1, {.dtype = torch::kDouble}), "scanops.cummin", "dtype");
   EXPECT_ERROR(scanops::cumsum(torch::zeros({3}, torch::kUInt16), 0), "scanops.cumsum",
                "'self'", "unsupported");
 }

@@ -1,0 +1,9 @@
+// scanops CUDA back end: the Min kernels (cummin, values and indices).
+#include "ops/cuda/launch_scan.cuh"
+
+namespace scanops::cuda {
+#define SCANOPS_INSTANTIATE(in_t, out_t, val) \
+  template void launch_scan<MinCombine<val>, in_t, out_t>(const DeviceProblem&);
+SCANOPS_CUDA_EXTREMUM_TYPES(SCANOPS_INSTANTIATE)
+#undef SCANOPS_INSTANTIATE
+}  // namespace scanops::cuda
