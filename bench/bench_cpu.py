@@ -1,14 +1,23 @@
 """CPU benchmark: every scanops op x shape class against clone() and torch eager, per thread count.
 
 share = (clone time scaled to the op's minimal bytes) / op time, where the op's minimal bytes are
-every input read once plus the output written once, and clone() of the input moves 2 x its bytes
-(read + write). The clone floor is measured interleaved with the op and eager runs (round-robin,
-`--reps` rounds (default 3) after a warm-up, best of each), so machine noise hits all three alike; the
-floor's spread ((max - min) / min over the rounds) is reported with it.
+every input read once plus the outputs written once (cummax: the values and 8-byte int64
+indices), and clone() of the input moves 2 x its bytes (read + write). The clone floor is
+measured interleaved with the op and eager runs (round-robin, `--reps` rounds (default 3) after
+a warm-up, best of each), so machine noise hits all three alike; the floor's spread
+((max - min) / min over the rounds) is reported with it.
+
+Ops: cumsum (inclusive, exclusive, reverse), masked_cumsum, cumprod, linear_recurrence on every
+shape class; logcumsumexp, cummax and "cumsum complex64" (a complex64 input: the clone floor is
+taken of that input) on the first three shape classes (rows, dim 0, 1-D) unless --shapes says
+otherwise. Those three run the portable scalar kernel; the others the AVX2 kernels where the
+CPU has AVX2 + FMA.
 
 Usage:
-  python bench/bench_cpu.py [--threads 1,2,16] [--elems N] [--reps R] [--json F] [--md F]
+  python bench/bench_cpu.py [--threads 1,2,16] [--elems N] [--reps R] [--ops A,B]
+                            [--shapes 0,2] [--json F] [--md F]
 Default threads: 1, 2 and all (os.cpu_count()); default size: 2^26 float32 elements per tensor.
+--ops takes op names as printed (e.g. --ops logcumsumexp,cummax,"cumsum complex64").
 Loads the library like the tests: SCANOPS_LIBRARY, else build/libscanops.so (through python/scanops).
 """
 import argparse
@@ -40,8 +49,15 @@ def shapes(n):
     ]
 
 
+# Ops that run on the first few shape classes only by default (see the module docstring), and
+# the input tensor (key of the inputs dict) an op reads, when not the float32 "x".
+FEW_SHAPES = {"logcumsumexp", "cummax", "cumsum complex64"}
+DEFAULT_FEW_SHAPES = 3
+MAIN_INPUT = {"cumsum complex64": "c"}
+
+
 def cases():
-    """op name, scanops fn, eager fn (or None), inputs builder."""
+    """op name, scanops fn, eager fn (or None)."""
     def eager_excl(x, d):
         return torch.cumsum(x, d) - x  # one more pass than a fused exclusive scan
 
@@ -55,15 +71,24 @@ def cases():
          lambda t, d: torch.cumsum(torch.where(t["m"], t["x"], 0.0), d)),
         ("cumprod", lambda t, d: ops.cumprod(t["x"], d), lambda t, d: torch.cumprod(t["x"], d)),
         ("linear_recurrence", lambda t, d: ops.linear_recurrence(t["a"], t["x"], d), None),
+        ("logcumsumexp", lambda t, d: ops.logcumsumexp(t["x"], d),
+         lambda t, d: torch.logcumsumexp(t["x"], d)),
+        ("cummax", lambda t, d: ops.cummax(t["x"], d), lambda t, d: torch.cummax(t["x"], d)),
+        ("cumsum complex64", lambda t, d: ops.cumsum(t["c"], d),
+         lambda t, d: torch.cumsum(t["c"], d)),
     ]
 
 
 def op_bytes(name, x):
+    """Minimal bytes of op `name` on its main input x: x read, the output (x's size) written,
+    plus the other inputs and outputs."""
     b = 2 * x.numel() * x.element_size()
     if name == "masked_cumsum":
         b += x.numel()  # bool mask
     if name == "linear_recurrence":
-        b += x.numel() * x.element_size()
+        b += x.numel() * x.element_size()  # the coefficients a
+    if name == "cummax":
+        b += x.numel() * 8  # the int64 indices
     return b
 
 
@@ -119,8 +144,10 @@ def main():
     else:
         threads_list = sorted({1, min(2, all_threads), all_threads})
     shape_list = shapes(args.elems)
+    few = range(DEFAULT_FEW_SHAPES)  # the shape classes of the FEW_SHAPES ops
     if args.shapes:
         shape_list = [shape_list[int(i)] for i in args.shapes.split(",")]
+        few = range(len(shape_list))  # shapes chosen explicitly: every op runs on them
     case_list = cases()
     if args.ops:
         want = args.ops.split(",")
@@ -131,16 +158,20 @@ def main():
     print(f"device: {device_name()}, torch {torch.__version__}, threads {threads_list}", flush=True)
     hdr = "| workload | threads | clone ms (spread) | scanops ms | eager ms | scanops share | eager share |"
     print(hdr + "\n|---|---|---|---|---|---|---|", flush=True)
-    for sname, shape, dim in shape_list:
+    for k, (sname, shape, dim) in enumerate(shape_list):
         t = {"x": torch.rand(shape, generator=gen)}
         for name, sc, eager in case_list:
+            if name in FEW_SHAPES and k not in few:
+                continue
             if name == "cumprod":
                 t["x"] = torch.rand(shape, generator=gen) * 0.02 + 0.99
             if name == "masked_cumsum" and "m" not in t:
                 t["m"] = torch.rand(shape, generator=gen) < 0.5
             if name == "linear_recurrence" and "a" not in t:
                 t["a"] = torch.rand(shape, generator=gen) * 0.5 + 0.5
-            x = t["x"]
+            if name == "cumsum complex64" and "c" not in t:
+                t["c"] = torch.randn(shape, generator=gen, dtype=torch.complex64)
+            x = t[MAIN_INPUT.get(name, "x")]
             nbytes = op_bytes(name, x)
             for th in threads_list:
                 torch.set_num_threads(th)
@@ -171,8 +202,9 @@ def main():
             json.dump(out, f, indent=1)
     if args.md:
         with open(args.md, "w") as f:
-            f.write(f"device: {out['device']}, torch {out['torch']}, float32, {args.elems} elements "
-                    f"per tensor, best of {args.reps} interleaved rounds\n\n")
+            f.write(f"device: {out['device']}, torch {out['torch']}, float32 (cumsum complex64: "
+                    f"complex64), {args.elems} elements per tensor, best of {args.reps} "
+                    "interleaved rounds\n\n")
             f.write(hdr + "\n|---|---|---|---|---|---|---|\n")
             for r in rows:
                 eg = f"{r['eager_ms']:.1f}" if r["eager_ms"] is not None else "-"

@@ -3,7 +3,8 @@
 What one run measures, per workload: the scanops op, the same expression in torch eager and
 torch.compile of it (dynamo compiled once per workload, `dynamic=False`, a cache large enough
 that no workload falls back to eager), and the *floor*: a device-to-device copy moving the
-workload's minimal bytes (each input read once, each output written once).
+workload's minimal bytes (each input read once, each output written once; a bool mask is 1
+byte per element, the int64 indices of cummax / cummin 8 bytes per element).
 
 Trustworthy numbers:
 - one floor per byte count: workloads moving the same bytes share one copy measurement;
@@ -17,6 +18,11 @@ Trustworthy numbers:
   ("bitwise" column).
 
 share = floor time / op time (100%: the op moves its bytes as fast as a copy).
+
+Workloads: cumsum (flags, masked, dtypes, shape classes, dims), cumprod, linear_recurrence,
+logcumsumexp, cummax, cummin, complex64 cumsum, and forward + backward of cumsum,
+masked_cumsum, cumprod, linear_recurrence, logcumsumexp and cummax. --only SUBSTR keeps the
+workloads whose name contains SUBSTR (e.g. --only logcumsumexp, --only cummax, --only c64).
 
 Usage: python bench/bench_gpu.py [--quick] [--no-compile] [--only SUBSTR] [--rounds K]
                                  [--json out.json] [--md out.md]
@@ -59,15 +65,17 @@ def excl_torch(x, d):
 # ---------------------------------------------------------------------------------------
 # Workloads. Each: name, shape, dim, dtype, kind of inputs, scanops fn, torch fn (or None),
 # minimal bytes as a multiple of (numel * element size) plus bytes per element of a bool
-# mask, and whether it is forward + backward.
+# mask and of int64 indices, and whether it is forward + backward. A forward + backward
+# workload's fns return the one tensor the gradient flows from (cummax: the values).
 def workloads(quick):
     big = (8192, 8192) if quick else (32768, 32768)
+    half = (big[0] // 2, big[1])
     W = []
 
     def add(name, shape, dim, sc, tf, dtype=torch.float32, inputs="x", elems=2, mask_bytes=0,
-            bwd=False):
+            idx_bytes=0, bwd=False):
         W.append(dict(name=name, shape=shape, dim=dim, sc=sc, tf=tf, dtype=dtype, inputs=inputs,
-                      elems=elems, mask_bytes=mask_bytes, bwd=bwd))
+                      elems=elems, mask_bytes=mask_bytes, idx_bytes=idx_bytes, bwd=bwd))
 
     cs = lambda d, **kw: (lambda x, m: ops.cumsum(x, d, **kw))  # noqa: E731
     tcs = lambda d: (lambda x, m: torch.cumsum(x, d))  # noqa: E731
@@ -93,6 +101,31 @@ def workloads(quick):
         lambda x, m: torch.cumprod(x, 1), inputs="p", elems=5, bwd=True)
     add("linear_recurrence fwd+bwd", big, 1, lambda x, a: ops.linear_recurrence(a, x, 1), None,
         inputs="xa", elems=8, bwd=True)
+    # logcumsumexp, cummax, cummin, complex64 cumsum (torch: the torch op of the same name).
+    # cummax / cummin write values (x's dtype) and int64 indices: 4 + 4 + 8 bytes per float32
+    # element. complex64 rows of half the length move the bytes of the float32 cumsum rows
+    # (same floor).
+    add("logcumsumexp", big, 1, lambda x, m: ops.logcumsumexp(x, 1),
+        lambda x, m: torch.logcumsumexp(x, 1))
+    add("logcumsumexp dim 0", big, 0, lambda x, m: ops.logcumsumexp(x, 0),
+        lambda x, m: torch.logcumsumexp(x, 0))
+    add("cummax", big, 1, lambda x, m: ops.cummax(x, 1), lambda x, m: torch.cummax(x, 1),
+        idx_bytes=8)
+    add("cummin", big, 1, lambda x, m: ops.cummin(x, 1), lambda x, m: torch.cummin(x, 1),
+        idx_bytes=8)
+    add(f"c64 cumsum ({big[0]}, {big[1] // 2})", (big[0], big[1] // 2), 1, cs(1), tcs(1),
+        dtype=torch.complex64)
+    # logcumsumexp forward + backward: forward x in, y out; backward g in, the saved x and y in
+    # (dx_k = sum_{i>=k} g_i exp(x_k - y_i) reads both), dx out.
+    add("logcumsumexp fwd+bwd", big, 1, lambda x, m: ops.logcumsumexp(x, 1),
+        lambda x, m: torch.logcumsumexp(x, 1), elems=6, bwd=True)
+    # cummax forward + backward: forward x in, values + indices out; backward g and the saved
+    # indices in, dx out (4 float32 tensors, indices written once and read once). Half the
+    # rows: at full size it moves 32 GiB, the byte count of linear_recurrence fwd+bwd, and one
+    # group holding the floor's two 16 GiB buffers and both workloads' inputs (32 GiB) would
+    # leave too little of an 80 GB GPU for the backward's temporaries.
+    add(f"cummax fwd+bwd ({half[0]}, {half[1]})", half, 1, lambda x, m: ops.cummax(x, 1)[0],
+        lambda x, m: torch.cummax(x, 1).values, elems=4, idx_bytes=16, bwd=True)
     # Row shape classes.
     q = 4 if quick else 1
     add("(2^20, 64) dim 1", ((1 << 20) // q, 64), 1, cs(1), tcs(1))
@@ -116,6 +149,8 @@ def make_inputs(w, dev):
     g = torch.Generator(device=dev).manual_seed(0)
     if w["inputs"] == "p":  # near-1 factors: the usual cumprod data
         x = (torch.rand(shape, device=dev, generator=g) * 0.02 + 0.99).to(dtype)
+    elif dtype.is_complex:
+        x = torch.randn(shape, device=dev, generator=g, dtype=dtype)
     else:
         x = torch.randn(shape, device=dev, generator=g).to(dtype)
     m = None
@@ -176,7 +211,7 @@ def main():
         for s in w["shape"]:
             n *= s
         w["numel"] = n
-        w["bytes"] = n * esz * w["elems"] + n * w["mask_bytes"]
+        w["bytes"] = n * esz * w["elems"] + n * (w["mask_bytes"] + w["idx_bytes"])
 
     # Group by byte count: one floor per group, measured in the same rounds as its ops.
     groups = {}

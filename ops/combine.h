@@ -49,10 +49,13 @@ struct is_complex<c10::complex<T>> : std::true_type {};
 // NaN test that is constant false for types without NaN (integers, bool).
 template <typename T>
 SCANOPS_HD bool is_nan(T x) {
-  if constexpr (std::is_floating_point_v<T>) {
-    return x != x;
-  } else {
+  if constexpr (std::is_integral_v<T>) {
     return false;
+  } else if constexpr (std::is_floating_point_v<T>) {
+    return x != x;
+  } else {  // c10::Half / BFloat16, tested as float (their operators are ambiguous in CUDA)
+    const float f = static_cast<float>(x);
+    return f != f;
   }
 }
 
@@ -193,7 +196,7 @@ struct IndexedState {
 
 template <typename val_t>
 SCANOPS_HD val_t lowest_value() {
-  if constexpr (std::is_floating_point_v<val_t>) {
+  if constexpr (std::numeric_limits<val_t>::has_infinity) {
     return -std::numeric_limits<val_t>::infinity();
   } else {
     return std::numeric_limits<val_t>::lowest();
@@ -201,7 +204,7 @@ SCANOPS_HD val_t lowest_value() {
 }
 template <typename val_t>
 SCANOPS_HD val_t highest_value() {
-  if constexpr (std::is_floating_point_v<val_t>) {
+  if constexpr (std::numeric_limits<val_t>::has_infinity) {
     return std::numeric_limits<val_t>::infinity();
   } else {
     return std::numeric_limits<val_t>::max();
@@ -216,7 +219,11 @@ struct ExtremumCombine {
   static SCANOPS_HD state_t identity() {
     return {kMax ? lowest_value<val_t>() : highest_value<val_t>(), -1};
   }
-  static SCANOPS_HD bool wins(val_t later, val_t earlier) {
+  // Half types compare as float (exact); the state keeps the value's own bits.
+  using cmp_t = std::conditional_t<std::is_arithmetic_v<val_t>, val_t, float>;
+  static SCANOPS_HD bool wins(val_t later_v, val_t earlier_v) {
+    const cmp_t later = static_cast<cmp_t>(later_v);
+    const cmp_t earlier = static_cast<cmp_t>(earlier_v);
     return is_nan(later) || (!is_nan(earlier) && (kMax ? later >= earlier : later <= earlier));
   }
   static SCANOPS_HD state_t combine(const state_t& a, const state_t& b) {

@@ -58,11 +58,10 @@ struct WideFloatAcc : std::false_type {};
 template <>
 struct WideFloatAcc<ProdCombine> : std::true_type {};
 
-// The value type cummax / cummin compare in: the input's own type, float for the half types.
+// The value type cummax / cummin keep: the input's own type (a selected value is copied bit
+// for bit, NaN payloads included, as torch does; half types compare as float).
 template <typename in_t>
-using extremum_t = std::conditional_t<std::is_same_v<in_t, c10::Half> ||
-                                          std::is_same_v<in_t, c10::BFloat16>,
-                                      float, in_t>;
+using extremum_t = in_t;
 
 template <typename T>
 constexpr bool is_floating_v = std::is_floating_point_v<T> || std::is_same_v<T, c10::Half> ||

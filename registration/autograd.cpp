@@ -202,8 +202,12 @@ class LogcumsumexpFn : public torch::autograd::Function<LogcumsumexpFn> {
     if (g.sym_numel() == 0) return {g, {}, {}, {}};
     const ScanOptions back{.exclusive = f.exclusive, .reverse = !f.reverse};
     if (g.is_complex()) {
-      const at::Tensor out =
-          (scanops::logcumsumexp(g.conj().log() - result, f.dim, back) + self).exp();
+      // log(0) is -inf + 0j, whose derivative is not finite: zero gradients take a finite
+      // stand-in under a where, so double backward stays finite (torch's formula gives NaN).
+      const at::Tensor zero = g == 0;
+      const at::Tensor log_g = at::where(zero, at::scalar_tensor(-1e30, result.options()),
+                                         at::where(zero, at::ones_like(g), g).conj().log());
+      const at::Tensor out = (scanops::logcumsumexp(log_g - result, f.dim, back) + self).exp();
       return {out.conj(), {}, {}, {}};
     }
     const at::Scalar lowest = AT_DISPATCH_FLOATING_TYPES_AND2(
@@ -241,11 +245,12 @@ class CumExtremumFn : public torch::autograd::Function<CumExtremumFn> {
  public:
   static variable_list forward(AutogradContext* ctx, const at::Tensor& self, int64_t dim,
                                bool exclusive, bool reverse, bool is_max) {
-    const int64_t d = c10::maybe_wrap_dim(dim, std::max<int64_t>(self.dim(), 1));
-    save_flags(ctx, d, exclusive, reverse);
     at::AutoDispatchBelowADInplaceOrView guard;
+    // The op checks its arguments (errors name it) before dim is wrapped here.
     auto [values, indices] = is_max ? scanops::cummax(self, dim, {exclusive, reverse})
                                     : scanops::cummin(self, dim, {exclusive, reverse});
+    save_flags(ctx, c10::maybe_wrap_dim(dim, std::max<int64_t>(self.dim(), 1)), exclusive,
+               reverse);
     ctx->mark_non_differentiable({indices});
     ctx->save_for_backward({indices});
     return {values, indices};

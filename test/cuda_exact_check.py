@@ -1,6 +1,15 @@
 """CUDA back end check: every kernel path, dtype, flag and op against the CPU back end
 (exact: data are small integers / +-1 so every order of combination gives the same bits),
-then big shapes against torch on the GPU, >2^31-element tensors, and CUDA graph capture."""
+then big shapes against torch on the GPU, >2^31-element tensors, and CUDA graph capture.
+
+logcumsumexp / cummax / cummin and complex inputs: cummax / cummin values and indices are
+exact on any data (ties, NaN, -0.0 included: compared bit for bit with the CPU back end and
+with torch.cummax on the CPU); complex cumsum / masked_cumsum on small Gaussian integers,
+cumprod on {+-1, +-i} and linear_recurrence with a in {0, +-1, +-i} are exact too;
+logcumsumexp (real and complex) is compared with a float64 / complex128 reference within an
+error bound (float32 accumulation on the GPU). > 2^32-element cases of the new ops are not
+run (not cheap: the existing int8 cumsum cases cover 64-bit indexing of the shared engine).
+DEV=cpu runs the small cases on the CPU back end (a check of this script's own logic)."""
 import os
 import sys
 import time
@@ -28,6 +37,147 @@ def check(name, got, ref):
             diff = f"{idx.shape[0]} wrong, first at {idx[0].tolist() if idx.numel() else None}"
         bad.append(name)
         print("MISMATCH", name, got.dtype, ref.dtype, tuple(got.shape), diff, flush=True)
+
+
+def same(a, b):
+    """Exact equality, NaN-safe: bit patterns for floating and complex tensors."""
+    if a.dtype != b.dtype or a.shape != b.shape:
+        return False
+    if a.is_complex():
+        a, b = torch.view_as_real(a), torch.view_as_real(b)
+    if a.is_floating_point():
+        view = {2: torch.int16, 4: torch.int32, 8: torch.int64}[a.element_size()]
+        return torch.equal(a.contiguous().view(view), b.contiguous().view(view))
+    return torch.equal(a, b)
+
+
+def check_same(name, got, ref):
+    global ncase
+    ncase += 1
+    got = got.cpu()
+    if not same(got, ref):
+        diff = "-"
+        if got.shape == ref.shape and got.dtype == ref.dtype:
+            ne = ~same_mask(got, ref)
+            idx = torch.nonzero(ne)
+            diff = f"{idx.shape[0]} wrong, first at {idx[0].tolist() if idx.numel() else None}"
+        bad.append(name)
+        print("MISMATCH", name, got.dtype, ref.dtype, tuple(got.shape), diff, flush=True)
+
+
+def same_mask(a, b):
+    if a.is_complex():
+        return same_mask(a.real, b.real) & same_mask(a.imag, b.imag)
+    if a.is_floating_point():
+        return (a == b) & (torch.signbit(a) == torch.signbit(b)) | (torch.isnan(a) & torch.isnan(b))
+    return a == b
+
+
+def minmax_ref(op, x, dim, e, r):
+    """cummax / cummin by their definitions from torch's CPU ops (x on the CPU)."""
+    tfn = torch.cummax if op == "cummax" else torch.cummin
+    if x.dim() == 0:
+        x = x.reshape(1)
+        v, i = minmax_ref(op, x, 0, e, r)
+        return v.reshape(()), i.reshape(())
+    d = dim % x.dim()
+    n = x.shape[d]
+    v, i = tfn(x.flip(d) if r else x, d)
+    if e and n > 0:
+        if x.dtype == torch.bool:
+            ident = op == "cummin"
+        elif x.is_floating_point():
+            ident = float("-inf") if op == "cummax" else float("inf")
+        else:
+            ii = torch.iinfo(x.dtype)
+            ident = ii.min if op == "cummax" else ii.max
+        v = torch.cat([torch.full_like(v.narrow(d, 0, 1), ident), v.narrow(d, 0, n - 1)], d)
+        i = torch.cat([torch.full_like(i.narrow(d, 0, 1), -1), i.narrow(d, 0, n - 1)], d)
+    if r:
+        v, i = v.flip(d), torch.where(i >= 0, n - 1 - i, i).flip(d)
+    return v, i
+
+
+def lcse_ref(x, dim, e, r):
+    """logcumsumexp in float64 / complex128 by torch.logcumsumexp composed with flip / shift."""
+    x = x.to(torch.complex128 if x.is_complex() else torch.float64)
+    if x.dim() == 0:
+        return lcse_ref(x.reshape(1), 0, e, r).reshape(())
+    d = dim % x.dim()
+    n = x.shape[d]
+    y = torch.logcumsumexp(x.flip(d) if r else x, d)
+    if e and n > 0:
+        first = torch.full_like(y.narrow(d, 0, 1), complex(float("-inf"), 0) if y.is_complex()
+                                else float("-inf"))
+        y = torch.cat([first, y.narrow(d, 0, n - 1)], d)
+    return y.flip(d) if r else y
+
+
+def check_lcse(name, got, x, dim, e, r):
+    """logcumsumexp result (any device) against the float64 reference of x (CPU) within
+    (16 + 4 sqrt(n)) eps_acc (max |x| + log n) + eps_out |ref|: every partial result of any
+    combination order is bounded by max |x| + log n, each combination rounds once, and a
+    log-add-exp passes earlier errors on as a convex combination. Complex: the imaginary part
+    is compared modulo 2 pi, and a cancelling sum adds its condition number."""
+    global ncase
+    ncase += 1
+    got = got.cpu()
+    if got.dtype != x.dtype or got.shape != x.shape:
+        bad.append(name)
+        print("MISMATCH", name, "dtype/shape", got.dtype, tuple(got.shape), flush=True)
+        return
+    if x.numel() == 0:
+        return
+    ref = lcse_ref(x, dim, e, r)
+    real = x.real.dtype if x.is_complex() else x.dtype
+    n = x.shape[dim] if x.dim() else 1
+    e_acc = torch.finfo(torch.float64 if real == torch.float64 else torch.float32).eps
+    e_out = torch.finfo(real).eps
+    mag = x.abs().double().nan_to_num(0.0, posinf=0.0, neginf=0.0).max().item()
+    c = (16 + n) if real == torch.float64 else 16 + 4 * n ** 0.5
+    tol = c * e_acc * (mag + torch.log(torch.tensor(n + 1.0)).item()) \
+        + e_out * ref.abs().nan_to_num(0.0, posinf=0.0)
+    g = got.to(ref.dtype)
+    if x.is_complex():
+        cond = (lcse_ref(x.real, dim, e, r) - ref.real).nan_to_num(0.0, posinf=0.0, neginf=0.0)
+        tol = 2 * tol + c * e_acc * (torch.exp(cond.clamp(max=600)) + 3.15)
+        d_im = torch.remainder(g.imag - ref.imag + torch.pi, 2 * torch.pi) - torch.pi
+        err = torch.hypot(g.real - ref.real, d_im)
+        fin = torch.isfinite(ref.real)
+        ok = torch.where(fin, err <= tol, (g.real == ref.real) & ~torch.isnan(g.imag))
+    else:
+        fin = torch.isfinite(ref)
+        ok = torch.where(fin, (g - ref).abs() <= tol, (g == ref) | (torch.isnan(g) & torch.isnan(ref)))
+    if not bool(ok.all()):
+        idx = torch.nonzero(~ok)
+        first = tuple(idx[0].tolist())
+        bad.append(name)
+        print("INACCURATE", name, f"{idx.shape[0]} off, first at {list(first)}: got {g[first].item()} "
+              f"want {ref[first].item()}", flush=True)
+
+
+def minmax_data(shape, dtype, length):
+    """Small integers (ties everywhere); floating: -0.0 among the zeros, NaN and +-inf."""
+    x = data(shape, dtype, "sum", length)
+    if dtype.is_floating_point:
+        r = torch.rand(shape, generator=torch.Generator().manual_seed(3))
+        x = torch.where((x == 0) & (r < 0.5), -0.0, x)
+        x = torch.where(r < 2e-3, float("nan"), x)
+        x = torch.where((r > 0.5) & (r < 0.505), float("inf"), x)
+        x = torch.where((r > 0.6) & (r < 0.605), float("-inf"), x)
+    return x
+
+
+def complex_data(shape, dtype, kind):
+    """'int': small Gaussian integers; 'unit': {+-1, +-i}; 'coef': {0, +-1, +-i}."""
+    g = torch.Generator().manual_seed(hash((shape, str(dtype), kind)) % 2**31)
+    if kind == "int":
+        z = torch.complex(torch.randint(-3, 4, shape, generator=g).double(),
+                          torch.randint(-3, 4, shape, generator=g).double())
+    else:
+        table = torch.tensor([1, -1, 1j, -1j] + ([0] if kind == "coef" else []), dtype=torch.complex128)
+        z = table[torch.randint(0, len(table), shape, generator=g)]
+    return z.to(dtype)
 
 
 def data(shape, dtype, kind, length):
@@ -66,6 +216,9 @@ for shape, dim in shapes:
         mg = m.to(dev)
         xp = data(shape, dt, "prod", length)
         xpg = xp.to(dev)
+        xm = minmax_data(shape, dt, length)
+        xmg = xm.to(dev)
+        shape_small = xm.numel() <= 1 << 22  # torch's CPU cummax as a second oracle
         for e, r in flags:
             tag = f"{shape} dim={dim} {dt} excl={e} rev={r}"
             check("cumsum " + tag, ops.cumsum(xg, dim, exclusive=e, reverse=r),
@@ -82,6 +235,19 @@ for shape, dim in shapes:
                 a = torch.where(m, a, torch.zeros_like(a))
                 check("linrec " + tag, ops.linear_recurrence(a.to(dev), xg, dim, exclusive=e, reverse=r),
                       ops.linear_recurrence(a, x, dim, exclusive=e, reverse=r))
+            # cummax / cummin: exact on any data, against the CPU back end and torch's definition.
+            for op in ("cummax", "cummin"):
+                vg, ig = getattr(ops, op)(xmg, dim, exclusive=e, reverse=r)
+                vc, ic = getattr(ops, op)(xm, dim, exclusive=e, reverse=r)
+                check_same(f"{op} values " + tag, vg, vc)
+                check_same(f"{op} indices " + tag, ig, ic)
+                if shape_small:
+                    vt, it = minmax_ref(op, xm, dim, e, r)
+                    check_same(f"{op} values vs torch " + tag, vc, vt)
+                    check_same(f"{op} indices vs torch " + tag, ic, it)
+            if dt.is_floating_point:
+                check_lcse("logcumsumexp " + tag, ops.logcumsumexp(xg, dim, exclusive=e, reverse=r),
+                           x, dim, e, r)
     # Misaligned views (offset by one element): the vector paths must step aside.
     if len(shape) == 1 and shape[0] > 2:
         x = data(shape, torch.float32, "sum", length)
@@ -93,6 +259,29 @@ for shape, dim in shapes:
                   ops.cumsum(x[1:], 0, exclusive=e, reverse=r))
             check("masked " + tag, ops.masked_cumsum(xg[1:], mg[:-1], 0, exclusive=e, reverse=r),
                   ops.masked_cumsum(x[1:], m[:-1], 0, exclusive=e, reverse=r))
+    # Complex inputs: exact on Gaussian integers / units; logcumsumexp within its bound.
+    for dt in (torch.complex64, torch.complex128):
+        z = complex_data(shape, dt, "int")
+        u = complex_data(shape, dt, "unit")
+        ca = complex_data(shape, dt, "coef")
+        zg, ug, cag = z.to(dev), u.to(dev), ca.to(dev)
+        zl = torch.complex(z.real * 0.7, z.imag * 0.3)  # phases in (-1, 1): mild cancellation
+        for e, r in flags:
+            tag = f"{shape} dim={dim} {dt} excl={e} rev={r}"
+            check_same("complex cumsum " + tag, ops.cumsum(zg, dim, exclusive=e, reverse=r),
+                       ops.cumsum(z, dim, exclusive=e, reverse=r))
+            check_same("complex masked " + tag, ops.masked_cumsum(zg, mg, dim, exclusive=e, reverse=r),
+                       ops.masked_cumsum(z, m, dim, exclusive=e, reverse=r))
+            # Products of units are exact, but the sign of a zero real or imaginary part of a
+            # complex product depends on the association order (CUDA's tree vs the CPU's
+            # walk): equal as values (-0 == +0), not bitwise.
+            check("complex cumprod " + tag, ops.cumprod(ug, dim, exclusive=e, reverse=r),
+                  ops.cumprod(u, dim, exclusive=e, reverse=r))
+            check_same("complex linrec " + tag, ops.linear_recurrence(cag, zg, dim, exclusive=e, reverse=r),
+                       ops.linear_recurrence(ca, z, dim, exclusive=e, reverse=r))
+            if e == r:
+                check_lcse("complex logcumsumexp " + tag,
+                           ops.logcumsumexp(zl.to(dev), dim, exclusive=e, reverse=r), zl, dim, e, r)
 if dev == "cuda":
     torch.cuda.synchronize()
 print(f"small cases: {ncase} checks, {len(bad)} mismatches, {time.time() - t0:.1f}s", flush=True)
@@ -177,6 +366,39 @@ def huge_diff_check(shape, dim, e_unused, r):
     torch.cuda.empty_cache()
 
 
+def big_family(shape, dim):
+    """cummax / cummin (exact, against torch's CPU cummax by the definitions), logcumsumexp
+    (float32, against float64), complex64 cumsum on Gaussian integers (exact)."""
+    t = time.time()
+    x = minmax_data(shape, torch.float32, shape[dim])
+    xg = x.to(dev)
+    for e, r in [(False, False), (True, True), (False, True), (True, False)]:
+        tag = f"big {shape} dim={dim} excl={e} rev={r}"
+        for op in ("cummax", "cummin"):
+            vg, ig = getattr(ops, op)(xg, dim, exclusive=e, reverse=r)
+            vt, it = minmax_ref(op, x, dim, e, r)
+            check_same(f"{op} values " + tag, vg, vt)
+            check_same(f"{op} indices " + tag, ig, it)
+            del vg, ig, vt, it
+    xl = torch.randn(shape, generator=torch.Generator().manual_seed(5)) * 3
+    xlg = xl.to(dev)
+    for e, r in [(False, False), (True, True)]:
+        check_lcse(f"logcumsumexp big {shape} dim={dim} excl={e} rev={r}",
+                   ops.logcumsumexp(xlg, dim, exclusive=e, reverse=r), xl, dim, e, r)
+    z = complex_data(shape, torch.complex64, "int")
+    got = ops.cumsum(z.to(dev), dim, reverse=True)
+    check_same(f"complex cumsum big {shape} dim={dim}", got, ops.cumsum(z, dim, reverse=True))
+    del x, xg, xl, xlg, z, got
+    torch.cuda.empty_cache()
+    print(f"family {shape} dim={dim} done ({time.time() - t:.1f}s)", flush=True)
+
+
+# rows: short and packed; longer than one tile (block per row); few long rows (look-back);
+# 1-D; columns: many columns (dim 0), few long columns (three-pass), a middle dim.
+for shape, dim in [((4096, 1000), 1), ((128, 40000), 1), ((4, 1 << 20), 1), (((1 << 24) + 3,), 0),
+                   ((1 << 16, 64), 0), ((1 << 22, 4), 0), ((4, 20000, 64), 1), ((2048, 2048), 0)]:
+    big_family(shape, dim)
+
 huge_diff_check(((1 << 31) + 1000,), 0, False, False)
 huge_diff_check(((1 << 31) + 1000,), 0, False, True)
 huge_diff_check(((1 << 16) + 1, 1 << 15), 0, False, True)
@@ -234,6 +456,26 @@ for shape, dim, what in paths:
                         bad.append(f"accuracy {what} {dt} {e} {r}")
                         print("INACCURATE", what, shape, dim, dt, e, r, err, flush=True)
                 del y1, y2
+            if dt != torch.float64:  # the new ops, run twice, bit for bit
+                for opname, f in [("logcumsumexp", lambda: ops.logcumsumexp(x, dim, exclusive=e, reverse=r)),
+                                  ("cummax", lambda: ops.cummax(x, dim, exclusive=e, reverse=r)),
+                                  ("cummin", lambda: ops.cummin(x, dim, exclusive=e, reverse=r))]:
+                    y1, y2 = f(), f()
+                    y1 = y1 if isinstance(y1, tuple) else (y1,)
+                    y2 = y2 if isinstance(y2, tuple) else (y2,)
+                    ncase += 1
+                    if not all(same(u, v) for u, v in zip(y1, y2)):
+                        bad.append(f"repro {what} {opname} {dt} {e} {r}")
+                        print("NOT REPRODUCIBLE", what, shape, dim, opname, dt, e, r, flush=True)
+                    del y1, y2
+        if dt == torch.float32 and x.numel() <= 1 << 26:  # complex64 cumsum, random data, twice
+            xc = torch.complex(xr.float(), ar.float())
+            y1, y2 = ops.cumsum(xc, dim), ops.cumsum(xc, dim)
+            ncase += 1
+            if not same(y1, y2):
+                bad.append(f"repro {what} complex cumsum")
+                print("NOT REPRODUCIBLE", what, shape, dim, "complex cumsum", flush=True)
+            del xc, y1, y2
         del xr, ar, x, a
     torch.cuda.empty_cache()
     print(f"repro {what} {shape} dim={dim} done", flush=True)

@@ -98,12 +98,12 @@ void launch_scan(const DeviceProblem& p);
   X(c10::complex<float>, c10::complex<float>, c10::complex<float>)    \
   X(c10::complex<double>, c10::complex<double>, c10::complex<double>)
 
-// cummax / cummin (in_t == out_t; the third entry is the type values compare in).
+// cummax / cummin (in_t == out_t; the third entry is the type values are kept in).
 #define SCANOPS_CUDA_EXTREMUM_TYPES(X)     \
   X(float, float, float)                   \
   X(double, double, double)                \
-  X(c10::Half, c10::Half, float)           \
-  X(c10::BFloat16, c10::BFloat16, float)   \
+  X(c10::Half, c10::Half, c10::Half)       \
+  X(c10::BFloat16, c10::BFloat16, c10::BFloat16) \
   X(int8_t, int8_t, int8_t)                \
   X(int16_t, int16_t, int16_t)             \
   X(int32_t, int32_t, int32_t)             \

@@ -345,6 +345,209 @@ def test_export_dynamic_shapes(device, seed):
 
 
 # ------------------------------------------------------------------------------------------
+# logcumsumexp, cummax, cummin and complex inputs: opcheck, compile, export
+# ------------------------------------------------------------------------------------------
+
+NEW_OPS = ("logcumsumexp", "cummax", "cummin")
+c64, c128 = torch.complex64, torch.complex128
+
+
+def _distinct(shape, gen, device, dtype=f64, grad=False):
+    """Values at least 1 apart: max / min are differentiable there (no ties)."""
+    n = 1
+    for s in shape:
+        n *= s
+    v = torch.randperm(n, generator=gen).to(dtype) + 0.3 * torch.rand(n, generator=gen).to(dtype)
+    return v.reshape(shape).to(device).requires_grad_(grad)
+
+
+def _new_samples(op, device, gen):
+    def rn(*shape, dtype=f64, grad=False):
+        t = torch.randn(shape, generator=gen, dtype=f64).to(dtype) if not dtype.is_complex else \
+            torch.complex(torch.randn(shape, generator=gen, dtype=f64),
+                          torch.rand(shape, generator=gen, dtype=f64) * 2 - 1).to(dtype)
+        return t.to(device).requires_grad_(grad)
+
+    if op == "logcumsumexp":
+        return [
+            ((rn(3, 8, dtype=f32), 1), {}),
+            ((rn(3, 5, 4, grad=True), -1), {"exclusive": True, "reverse": True}),
+            ((rn(6, 4, grad=True).t(), 0), {"reverse": True}),
+            ((rn(grad=True), 0), {"exclusive": True}),
+            ((rn(0, 3), 1), {}),
+            ((rn(5, 7, dtype=bf16), 1), {"exclusive": True}),
+            ((rn(4, 6, dtype=c128, grad=True), 1), {"reverse": True}),
+            ((rn(4, 6, dtype=c64), 0), {"exclusive": True}),
+        ]
+    return [
+        ((_distinct((3, 8), gen, device, grad=True), 1), {}),
+        ((_distinct((3, 5, 4), gen, device, grad=True), -1), {"exclusive": True, "reverse": True}),
+        ((_distinct((6, 4), gen, device, grad=True).t(), 0), {"reverse": True}),
+        ((torch.randint(-3, 4, (4, 6), generator=gen, dtype=torch.int32).to(device), 0), {}),
+        ((torch.randint(0, 2, (4, 9), generator=gen).bool().to(device), -1), {"exclusive": True}),
+        ((_distinct((), gen, device, grad=True), 0), {"exclusive": False}),
+        ((rn(0, 3, dtype=f32), 1), {}),
+        ((torch.randint(-2, 3, (5, 7), generator=gen).to(f16).to(device), 1), {"reverse": True}),
+        ((torch.randint(0, 5, (5, 7), generator=gen, dtype=torch.uint8).to(device), 1),
+         {"exclusive": True, "reverse": True}),
+    ]
+
+
+@device_p
+@pytest.mark.parametrize("op", NEW_OPS)
+def test_opcheck_new_ops(device, op, seed):
+    gen = make_gen(seed, "cpu")
+    overload = getattr(ops, op).default
+    for args, kwargs in _new_samples(op, device, gen):
+        torch.library.opcheck(overload, args, kwargs, raise_exception=True)
+
+
+@device_p
+def test_opcheck_complex(device, seed):
+    gen = make_gen(seed, "cpu")
+
+    def cz(*shape, dtype=c128, grad=True):
+        t = torch.complex(torch.randn(shape, generator=gen, dtype=f64),
+                          torch.randn(shape, generator=gen, dtype=f64)).to(dtype)
+        return t.to(device).requires_grad_(grad)
+
+    m = torch.rand(4, 6, generator=gen).lt(0.5).to(device)
+    cases = [
+        (ops.cumsum, (cz(4, 6), 1), {"exclusive": True}),
+        (ops.cumsum, (cz(4, 6, dtype=c64, grad=False), 0), {"reverse": True}),
+        (ops.cumsum, (torch.randn(4, 6, generator=gen).to(device), 1), {"dtype": c128}),
+        (ops.cumprod, (cz(4, 6), 1), {"reverse": True}),
+        (ops.cumprod, (cz(4, 6, dtype=c64, grad=False), 0), {"exclusive": True}),
+        (ops.masked_cumsum, (cz(4, 6), m, 1), {"exclusive": True, "reverse": True}),
+        (ops.linear_recurrence, (cz(4, 6), cz(4, 6), 1), {}),
+        (ops.logcumsumexp, (cz(4, 6), 1), {}),
+    ]
+    for op, args, kwargs in cases:
+        torch.library.opcheck(op.default, args, kwargs, raise_exception=True)
+
+
+def test_new_ops_are_pt2_compliant():
+    for op in NEW_OPS:
+        assert torch.Tag.pt2_compliant_tag in getattr(ops, op).default.tags, op
+
+
+@device_p
+def test_fake_tensors_new_ops(device):
+    with FakeTensorMode():
+        x = torch.empty(6, 10, device=device)
+        xc = torch.empty(6, 10, dtype=c64, device=device)
+        xi = torch.empty(6, 10, dtype=torch.int16, device=device)
+        y = ops.logcumsumexp(x, 1, exclusive=True)
+        yc = ops.logcumsumexp(xc, 0)
+        v, i = ops.cummax(xi, 0, reverse=True)
+        w, j = ops.cummin(x, -1)
+        assert y.dtype == f32 and yc.dtype == c64 and v.dtype == torch.int16 and w.dtype == f32
+        assert i.dtype == j.dtype == torch.int64
+        for t in (y, yc, v, i, w, j):
+            assert tuple(t.shape) == (6, 10) and t.device.type == device
+
+
+def family_fn(x):
+    v, i = ops.cummax(x, 1)
+    w, j = ops.cummin(x, 0, reverse=True)
+    u, k = ops.cummax(x, -1, exclusive=True)  # -inf first: only indices / finite values used
+    l1 = ops.logcumsumexp(x, 1, reverse=True)
+    l2 = ops.logcumsumexp(x, 0, exclusive=True)  # -inf first
+    loss = (v * l1 + w.sin() + l2.exp() + torch.where(k >= 0, u, 0.0)).sum()
+    return loss, (v, i, w, j, u, k, l1, l2)
+
+
+def _check_family_against_eager(fn_compiled, x):
+    loss_c, outs_c = fn_compiled(x)
+    (gx_c,) = torch.autograd.grad(loss_c, x)
+    loss_e, outs_e = family_fn(x)
+    (gx_e,) = torch.autograd.grad(loss_e, x)
+    tol = dict(rtol=1e-10, atol=1e-10) if x.dtype == f64 else dict(rtol=2e-5, atol=2e-5)
+    torch.testing.assert_close(loss_c, loss_e, **tol)
+    for oc, oe in zip(outs_c, outs_e):
+        assert oc.dtype == oe.dtype and oc.shape == oe.shape
+        if oc.dtype == torch.int64:
+            assert torch.equal(oc, oe)
+        else:
+            torch.testing.assert_close(oc, oe, **tol)
+    torch.testing.assert_close(gx_c, gx_e, **tol)
+    # And eager against torch's own ops.
+    tv, ti = torch.cummax(x.detach(), 1)
+    assert torch.equal(outs_c[0], tv) and torch.equal(outs_c[1], ti)
+    torch.testing.assert_close(outs_c[6], torch.logcumsumexp(x.detach().flip(1), 1).flip(1), **tol)
+
+
+@device_p
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_compile_fullgraph_new_ops(device, backend, seed):
+    torch._dynamo.reset()
+    rec = GraphRecorder()
+
+    def recording(gm, example_inputs):
+        rec(gm, example_inputs)
+        if backend == "inductor":
+            from torch._inductor.compile_fx import compile_fx
+            return compile_fx(gm, example_inputs)
+        from torch._dynamo.backends.debugging import aot_eager
+        return aot_eager(gm, example_inputs)
+
+    fn = torch.compile(family_fn, backend=recording, fullgraph=True)
+    gen = make_gen(seed, "cpu")
+    for dtype in (f64, f32):
+        x = _distinct((6, 9), gen, device, dtype=dtype, grad=True)
+        _check_family_against_eager(fn, x)
+    assert rec.graphs, "nothing was compiled"
+    targets = {str(n.target) for n in rec.graphs[0].graph.nodes if n.op == "call_function"}
+    for op in NEW_OPS:
+        assert any(f"scanops.{op}" in t for t in targets), (op, targets)
+
+
+class FamilyModule(torch.nn.Module):
+    def forward(self, x, xc):
+        v, i = ops.cummax(x, 1, exclusive=True)
+        w, j = ops.cummin(x, 0, reverse=True)
+        return (v, i, w, j, ops.logcumsumexp(x, -1, exclusive=True, reverse=True),
+                ops.cumsum(xc, 1), ops.cumprod(xc, 0, reverse=True))
+
+
+def _family_inputs(device, gen, rows=6, cols=9):
+    x = torch.randint(-3, 4, (rows, cols), generator=gen).to(f32).to(device)  # ties
+    xc = torch.complex(torch.randn(rows, cols, generator=gen), torch.randn(rows, cols, generator=gen))
+    return x, xc.to(device)
+
+
+@device_p
+def test_export_new_ops(device, seed, tmp_path):
+    gen = make_gen(seed, "cpu")
+    mod = FamilyModule()
+    ep = torch.export.export(mod, _family_inputs(device, gen))
+    targets = {str(n.target) for n in ep.graph.nodes if n.op == "call_function"}
+    for op in NEW_OPS + ("cumsum", "cumprod"):
+        assert any(f"scanops.{op}" in t for t in targets), (op, targets)
+
+    def compare(got, want):
+        for g, w in zip(got, want):
+            assert g.dtype == w.dtype and g.shape == w.shape
+            if g.dtype == torch.int64 or not (g.is_floating_point() or g.is_complex()):
+                assert torch.equal(g, w)
+            else:
+                torch.testing.assert_close(g, w, rtol=1e-6, atol=1e-6)
+
+    new = _family_inputs(device, gen)
+    compare(ep.module()(*new), mod(*new))
+    path = tmp_path / "family.pt2"
+    torch.export.save(ep, path)
+    compare(torch.export.load(path).module()(*new), mod(*new))
+    # dynamic shapes
+    rows, cols = torch.export.Dim("rows", min=2, max=512), torch.export.Dim("cols", min=2, max=512)
+    spec = {"x": {0: rows, 1: cols}, "xc": {0: rows, 1: cols}}
+    ep2 = torch.export.export(mod, _family_inputs(device, gen), dynamic_shapes=spec)
+    for r, c in [(3, 5), (17, 300)]:
+        new = _family_inputs(device, gen, r, c)
+        compare(ep2.module()(*new), mod(*new))
+
+
+# ------------------------------------------------------------------------------------------
 # CUDA graphs
 # ------------------------------------------------------------------------------------------
 

@@ -148,3 +148,60 @@ def test_trace_round_trip(device, seed, tmp_path):
     loaded = torch.jit.load(str(path), map_location=device)
     new = _inputs(device, gen)  # same shapes, new values
     _check_scan_module(loaded(*new), *new, dim=0)
+
+
+# ------------------------------------------------------------------------------------------
+# logcumsumexp, cummax, cummin (and complex inputs)
+# ------------------------------------------------------------------------------------------
+
+@torch.jit.script
+def scripted_family(x: torch.Tensor, xc: torch.Tensor, exclusive: bool, reverse: bool
+                    ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor,
+                               torch.Tensor, torch.Tensor]:
+    v, i = torch.ops.scanops.cummax(x, 1, exclusive=exclusive, reverse=reverse)
+    w, j = torch.ops.scanops.cummin(x, 0, exclusive=exclusive, reverse=reverse)
+    lse = torch.ops.scanops.logcumsumexp(x, -1, exclusive=exclusive, reverse=reverse)
+    cs = torch.ops.scanops.cumsum(xc, 1, exclusive=exclusive, reverse=reverse)
+    return v, i, w, j, lse, cs
+
+
+class FamilyModule(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        v, i = torch.ops.scanops.cummax(x, -1)
+        return v, i, torch.ops.scanops.logcumsumexp(x, 0, reverse=True)
+
+
+@device_p
+def test_script_new_ops(device, seed, tmp_path):
+    gen = make_gen(seed, device)
+    graph = str(scripted_family.graph)
+    for op in ("cummax", "cummin", "logcumsumexp", "cumsum"):
+        assert f"scanops::{op}" in graph, graph
+    x = torch.randint(-3, 4, (5, 12), generator=gen, device=device).to(f32)  # ties
+    xc = torch.complex(torch.randn(5, 12, generator=gen, device=device),
+                       torch.randn(5, 12, generator=gen, device=device))
+    for e, r in FLAGS:
+        outs = scripted_family(x, xc, e, r)
+        eager = (*ops.cummax(x, 1, exclusive=e, reverse=r), *ops.cummin(x, 0, exclusive=e, reverse=r),
+                 ops.logcumsumexp(x, -1, exclusive=e, reverse=r), ops.cumsum(xc, 1, exclusive=e, reverse=r))
+        for s, w in zip(outs, eager):
+            assert s.dtype == w.dtype and torch.equal(s, w), (e, r)
+        if not e and not r:  # against torch's own ops
+            tv, ti = torch.cummax(x, 1)
+            assert torch.equal(outs[0], tv) and torch.equal(outs[1], ti)
+            tv, ti = torch.cummin(x, 0)
+            assert torch.equal(outs[2], tv) and torch.equal(outs[3], ti)
+            torch.testing.assert_close(outs[4], torch.logcumsumexp(x, -1))
+            torch.testing.assert_close(outs[5], torch.cumsum(xc, 1))
+    scripted = torch.jit.script(FamilyModule())
+    path = tmp_path / "family.pt"
+    torch.jit.save(scripted, str(path))
+    loaded = torch.jit.load(str(path), map_location=device)
+    v, i, lse = loaded(x)
+    tv, ti = torch.cummax(x, -1)
+    assert torch.equal(v, tv) and torch.equal(i, ti)
+    torch.testing.assert_close(lse, torch.logcumsumexp(x.flip(0), 0).flip(0))
+    # Autograd through the scripted module.
+    xd = torch.randperm(60, generator=torch.Generator().manual_seed(seed)).to(f64).reshape(5, 12)
+    xd = (xd * 0.1).to(device).requires_grad_()  # distinct values: max is differentiable
+    assert torch.autograd.gradcheck(lambda t: (loaded(t)[0], loaded(t)[2]), (xd,))
