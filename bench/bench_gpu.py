@@ -204,7 +204,8 @@ def main():
     if hasattr(torch._dynamo.config, "accumulated_cache_size_limit"):
         torch._dynamo.config.accumulated_cache_size_limit = 4096
 
-    ws = [w for w in workloads(args.quick) if not args.only or args.only in w["name"]]
+    only = [o for o in args.only.split(",") if o]  # comma-separated name substrings
+    ws = [w for w in workloads(args.quick) if not only or any(o in w["name"] for o in only)]
     for w in ws:
         esz = torch.empty((), dtype=w["dtype"]).element_size()
         n = 1

@@ -1,4 +1,4 @@
-"""Small CUDA cases covering every kernel family and flag, for compute-sanitizer memcheck
+"""Small CUDA cases covering every kernel family, flag and op (the scan family and complex too), for compute-sanitizer memcheck
 (scripts/gpu_session.sh sanitize). Compares with float64 references so it fails loudly too."""
 import os
 import sys
@@ -32,6 +32,16 @@ for shape, dim in shapes:
             ops.cumsum(x.to(torch.int8), dim, exclusive=e, reverse=r)
             ops.cumsum(x.to(torch.bfloat16), dim, exclusive=e, reverse=r)
             ops.linear_recurrence(a, x, dim, exclusive=e, reverse=r)
+            ops.logcumsumexp(x.float(), dim, exclusive=e, reverse=r)
+            ops.logcumsumexp(x.to(torch.complex64), dim, exclusive=e, reverse=r)
+            ops.cumprod(x.to(torch.complex128), dim, exclusive=e, reverse=r)
+            v, i = ops.cummax(x.float(), dim, exclusive=e, reverse=r)
+            tv, ti = torch.cummax((x.flip(dim) if r else x).float(), dim)
+            if not e:  # indices against torch's (reverse: positions in the original order)
+                ti = (x.size(dim) - 1 - ti).flip(dim) if r else ti
+                ok = ok and torch.equal(i, ti)
+            ops.cummin(x.to(torch.int16), dim, exclusive=e, reverse=r)
+            ops.cummin(x.to(torch.bfloat16), dim, exclusive=e, reverse=r)
             if not ok:
                 bad += 1
                 print("MISMATCH", shape, dim, e, r)
