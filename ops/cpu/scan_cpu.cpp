@@ -235,6 +235,14 @@ struct Kernel {
 namespace {
 
 // ---- the portable scalar kernel -----------------------------------------------------------
+// Combines too costly to evaluate twice per element (an exp and a log1p): rows are walked
+// strictly sequentially, one combine per element (plus the carry's where a block has one),
+// instead of the 8-element local prefixes that buy instruction-level parallelism for cheap ones.
+template <class Combine>
+struct SequentialOnly : std::false_type {};
+template <class A>
+struct SequentialOnly<LogAddExpCombine<A>> : std::true_type {};
+
 template <class Combine, class in_t, class out_t>
 struct GenericKernel {
   using S = typename Combine::state_t;
@@ -278,7 +286,7 @@ struct GenericKernel {
     };
     constexpr int64_t kB = 8;  // local prefixes of 8 elements are independent of L (ILP)
     int64_t s = s0;
-    for (; s + kB <= s1; s += kB) {
+    for (; !SequentialOnly<Combine>::value && s + kB <= s1; s += kB) {
       S loc[kB];
       loc[0] = load<kMask>(c, at(s), pos(s));
       for (int64_t k = 1; k < kB; ++k)
