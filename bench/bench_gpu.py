@@ -284,9 +284,13 @@ def main():
                   f"{100 * row['compile_share']:5.1f}%  bitwise {bitwise}{flag}", flush=True)
         del prepared, src, dst
 
+    # SCANOPS_COMMIT names the commit where the working tree's git is not the source's (the GPU
+    # machine runs a copy whose .git may be stale: it once labelled a run with an old commit).
+    commit = os.environ.get("SCANOPS_COMMIT", "")
     try:
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                                text=True, cwd=os.path.dirname(__file__)).stdout.strip()
+        commit = commit or subprocess.run(["git", "rev-parse", "--short", "HEAD"],
+                                          capture_output=True, text=True,
+                                          cwd=os.path.dirname(__file__)).stdout.strip()
     except OSError:
         commit = ""
     meta = dict(device=props.name, torch=torch.__version__, date=time.strftime("%Y-%m-%d"),
