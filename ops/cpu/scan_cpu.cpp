@@ -12,7 +12,9 @@
 //     value(combine(C_b, L)) where C_b is the block's carry-in, folded sequentially:
 //     C_1 = T_0, C_{b+1} = combine(C_b, T_b) (T_b: the block's total); the first block writes
 //     value(L). A block scanned by one thread from its carry-in thus gives exactly what a
-//     one-thread pass over the whole row gives.
+//     one-thread pass over the whole row gives. (logcumsumexp: one block per line, see
+//     WholeLines; cummax / cummin and logcumsumexp walk without the groups of 8, see
+//     SequentialOnly.)
 //   * Columns (inner > 1): every column is scanned sequentially, vectorised across the
 //     contiguous columns. When the problem has few columns (outer*inner < kFewColumns) and long
 //     lines, the length is cut into fixed blocks of rows with the same carry-in arithmetic, so
@@ -247,6 +249,15 @@ template <class A>
 struct SequentialOnly<LogAddExpCombine<A>> : std::true_type {};
 template <class V, bool kMax>
 struct SequentialOnly<ExtremumCombine<V, kMax>> : std::true_type {};
+
+// Combines scanned as whole lines, never cut into blocks: a block with a carry-in evaluates
+// combine(C, L) for every element on top of its own walk (twice torch's exp/log1p work for
+// logcumsumexp along one long line). Lines are still spread over threads; one line is one
+// sequential walk, which is what torch computes and is the same for every thread count.
+template <class Combine>
+struct WholeLines : std::false_type {};
+template <class A>
+struct WholeLines<LogAddExpCombine<A>> : std::true_type {};
 
 template <class Combine, class in_t, class out_t>
 struct GenericKernel {
@@ -625,7 +636,9 @@ struct CpuRunner {
                 p.spec.flags.exclusive,
                 p.spec.flags.reverse,
                 use_streaming_stores(p.output.numel() * static_cast<int64_t>(sizeof(out_t)))};
-    const int64_t block_elems = kBlockBytes / static_cast<int64_t>(sizeof(in_t));
+    const int64_t block_elems = WholeLines<Combine>::value
+                                    ? int64_t{1} << 60  // one block per line
+                                    : kBlockBytes / static_cast<int64_t>(sizeof(in_t));
     advise_huge_pages(c.out, p.output.numel() * static_cast<int64_t>(sizeof(out_t)));
 #if defined(SCANOPS_AVX2_KERNELS)
     using acc = decltype(Combine::value(Combine::identity()));
