@@ -17,13 +17,16 @@ import scanops  # noqa: F401  (loads libscanops.so: registers torch.ops.scanops.
 
 class ScanModel(torch.nn.Module):
     def forward(self, x: torch.Tensor, mask: torch.Tensor, a: torch.Tensor
-                ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+                ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor,
+                           torch.Tensor, torch.Tensor]:
         # TorchScript calls the ops directly, keyword arguments included.
         s = torch.ops.scanops.cumsum(x, -1, exclusive=True, reverse=True)
         m = torch.ops.scanops.masked_cumsum(x, mask, -1, dtype=torch.float64)
         p = torch.ops.scanops.cumprod(1.0 + 0.01 * x, -1)
         h = torch.ops.scanops.linear_recurrence(a, x, -1)
-        return s, m, p, h
+        l = torch.ops.scanops.logcumsumexp(x, -1, reverse=True)
+        v, i = torch.ops.scanops.cummax(x, -1)  # values and int64 indices
+        return s, m, p, h, l, v, i
 
 
 def reference(x, mask, a):
@@ -34,7 +37,9 @@ def reference(x, mask, a):
     for t in range(x.shape[-1]):
         h = a[..., t] * h + x[..., t]
         hs.append(h)
-    return s, m, p, torch.stack(hs, -1)
+    lse = torch.logcumsumexp(x.flip(-1), -1).flip(-1)
+    v, i = torch.cummax(x, -1)
+    return s, m, p, torch.stack(hs, -1), lse, v, i
 
 
 def main(out_dir: Path) -> None:
