@@ -258,6 +258,14 @@ template <class Combine>
 struct WholeLines : std::false_type {};
 template <class A>
 struct WholeLines<LogAddExpCombine<A>> : std::true_type {};
+// Combines whose result does not depend on the association at all (cummax / cummin select an
+// element, they round nothing): on one thread they scan whole lines too (no carry blocks, one
+// comparison per element), with more threads blocks let one long line be split; the bits are
+// the same either way.
+template <class Combine>
+struct AssociationFree : std::false_type {};
+template <class V, bool kMax>
+struct AssociationFree<ExtremumCombine<V, kMax>> : std::true_type {};
 
 template <class Combine, class in_t, class out_t>
 struct GenericKernel {
@@ -636,7 +644,9 @@ struct CpuRunner {
                 p.spec.flags.exclusive,
                 p.spec.flags.reverse,
                 use_streaming_stores(p.output.numel() * static_cast<int64_t>(sizeof(out_t)))};
-    const int64_t block_elems = WholeLines<Combine>::value
+    const bool whole_lines = WholeLines<Combine>::value ||
+                             (AssociationFree<Combine>::value && at::get_num_threads() == 1);
+    const int64_t block_elems = whole_lines
                                     ? int64_t{1} << 60  // one block per line
                                     : kBlockBytes / static_cast<int64_t>(sizeof(in_t));
     advise_huge_pages(c.out, p.output.numel() * static_cast<int64_t>(sizeof(out_t)));
