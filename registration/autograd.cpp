@@ -41,7 +41,12 @@ bool is_differentiable(at::ScalarType t) { return at::isFloatingType(t) || at::i
 
 // Complex gradients follow PyTorch's convention (grad = g * conj(df/dz) for holomorphic f):
 // the real formulas with the op's factors conjugated.
-at::Tensor conj_if_complex(const at::Tensor& t) { return t.is_complex() ? t.conj() : t; }
+// Materialised once here: a lazy conj() view would be copied again by every scan it feeds
+// (the engine reads memory) -- cumprod's and linear_recurrence's backward use it two or three
+// times.
+at::Tensor conj_if_complex(const at::Tensor& t) {
+  return t.is_complex() ? t.conj().resolve_conj() : t;
+}
 
 // Gradient of an input that may have been converted (dtype=...) or broadcast.
 // Sizes are SymInts throughout, so tracing (torch.compile(dynamic=True)) adds no guards.
