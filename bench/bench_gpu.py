@@ -113,6 +113,16 @@ def workloads(quick):
         idx_bytes=8)
     add("cummin", big, 1, lambda x, m: ops.cummin(x, 1), lambda x, m: torch.cummin(x, 1),
         idx_bytes=8)
+    # cummax over the shape classes of the cumsum workloads below (same floor per byte count).
+    q0 = 4 if quick else 1
+    cmx = lambda d: (lambda x, m: ops.cummax(x, d))  # noqa: E731
+    tcmx = lambda d: (lambda x, m: torch.cummax(x, d))  # noqa: E731
+    add("cummax (2^20, 64) dim 1", ((1 << 20) // q0, 64), 1, cmx(1), tcmx(1), idx_bytes=8)
+    add("cummax (64, 2^22) dim 1", (64, (1 << 22) // q0), 1, cmx(1), tcmx(1), idx_bytes=8)
+    add("cummax 1-D 2^28", ((1 << 28) // q0,), 0, cmx(0), tcmx(0), idx_bytes=8)
+    add("cummax dim 0", big, 0, cmx(0), tcmx(0), idx_bytes=8)
+    add("cummax (8, 32768, 4096) dim 1", (8, 32768 // q0, 4096), 1, cmx(1), tcmx(1), idx_bytes=8)
+    add("cummax bf16", big, 1, cmx(1), tcmx(1), dtype=torch.bfloat16, idx_bytes=8)
     add(f"c64 cumsum ({big[0]}, {big[1] // 2})", (big[0], big[1] // 2), 1, cs(1), tcs(1),
         dtype=torch.complex64)
     # logcumsumexp forward + backward: forward x in, y out; backward g in, the saved x and y in

@@ -37,7 +37,12 @@ enum class CombineKind : int { Sum = 0, Prod = 1, Affine = 2, LogAddExp = 3, Max
 //   arity             how many input tensors an element is lifted from (1, or 2 for Affine)
 //   indexed           true: lift(v, pos) also takes the element's position along the scan dim
 //                     (in the original order), and index(s) is written to a second, int64
-//                     output (cummax / cummin)
+//                     output (cummax / cummin); indexed combines also name narrow_t, the
+//                     same operation keeping the position in 32 bits (lines < 2^31 long)
+//   costly            true: a combine costs far more than a load (an exp and a log1p); back
+//                     ends evaluate as few as they can (no second pass over a block)
+//   selects           true: combine returns one of its operands (rounds nothing), so the
+//                     result is the same bits under any association
 //   value(s)          the scalar written to the output for a state (cast to out_t)
 // Back ends written against this interface need nothing else from an op.
 
@@ -80,6 +85,8 @@ struct SumCombine {
   static SCANOPS_HD state_t identity() { return state_t(0); }
   static constexpr int arity = 1;
   static constexpr bool indexed = false;
+  static constexpr bool costly = false;
+  static constexpr bool selects = false;
   static SCANOPS_HD state_t combine(state_t a, state_t b) { return wrap_add(a, b); }
   template <typename in_t>
   static SCANOPS_HD state_t lift(in_t v) { return static_cast<state_t>(v); }
@@ -92,6 +99,8 @@ struct ProdCombine {
   static SCANOPS_HD state_t identity() { return state_t(1); }
   static constexpr int arity = 1;
   static constexpr bool indexed = false;
+  static constexpr bool costly = false;
+  static constexpr bool selects = false;
   static SCANOPS_HD state_t combine(state_t a, state_t b) { return wrap_mul(a, b); }
   template <typename in_t>
   static SCANOPS_HD state_t lift(in_t v) { return static_cast<state_t>(v); }
@@ -113,6 +122,8 @@ struct AffineCombine {
   using state_t = AffineState<acc_t>;
   static constexpr int arity = 2;
   static constexpr bool indexed = false;
+  static constexpr bool costly = false;
+  static constexpr bool selects = false;
   static SCANOPS_HD state_t identity() { return {acc_t(1), acc_t(0)}; }
   static SCANOPS_HD state_t combine(state_t f, state_t g) {
     return {g.a * f.a, g.a * f.b + g.b};
@@ -167,6 +178,8 @@ struct LogAddExpCombine {
   using state_t = acc_t;
   static constexpr int arity = 1;
   static constexpr bool indexed = false;
+  static constexpr bool costly = true;
+  static constexpr bool selects = false;
   static SCANOPS_HD state_t identity() {
     if constexpr (is_complex<acc_t>::value) {
       using R = typename acc_t::value_type;
@@ -188,10 +201,14 @@ struct LogAddExpCombine {
 // highest rank, hence associative. index < 0 marks the identity (the exclusive value at the
 // first position: the lowest value / -inf for max, the highest / +inf for min, index -1); it is
 // neutral on both sides whatever the values.
-template <typename val_t>
+//
+// The position is kept as idx_t: int64_t in general; a back end may scan lines shorter than
+// 2^31 with `narrow_t` (the same combine with an int32_t position: an 8-byte state for
+// 4-byte values, twice the items per register budget of the int64 one). index() widens it.
+template <typename val_t, typename idx_t = int64_t>
 struct IndexedState {
   val_t v;
-  int64_t i;
+  idx_t i;
 };
 
 template <typename val_t>
@@ -211,11 +228,14 @@ SCANOPS_HD val_t highest_value() {
   }
 }
 
-template <typename val_t, bool kMax>
+template <typename val_t, bool kMax, typename idx_t = int64_t>
 struct ExtremumCombine {
-  using state_t = IndexedState<val_t>;
+  using state_t = IndexedState<val_t, idx_t>;
+  using narrow_t = ExtremumCombine<val_t, kMax, int32_t>;  // for lines shorter than 2^31
   static constexpr int arity = 1;
   static constexpr bool indexed = true;
+  static constexpr bool costly = false;
+  static constexpr bool selects = true;
   static SCANOPS_HD state_t identity() {
     return {kMax ? lowest_value<val_t>() : highest_value<val_t>(), -1};
   }
@@ -231,10 +251,10 @@ struct ExtremumCombine {
   }
   template <typename in_t>
   static SCANOPS_HD state_t lift(in_t v, int64_t pos) {
-    return {static_cast<val_t>(v), pos};
+    return {static_cast<val_t>(v), static_cast<idx_t>(pos)};
   }
   static SCANOPS_HD val_t value(const state_t& s) { return s.v; }
-  static SCANOPS_HD int64_t index(const state_t& s) { return s.i; }
+  static SCANOPS_HD int64_t index(const state_t& s) { return static_cast<int64_t>(s.i); }
 };
 template <typename val_t>
 using MaxCombine = ExtremumCombine<val_t, true>;

@@ -404,6 +404,53 @@ huge_diff_check(((1 << 31) + 1000,), 0, False, True)
 huge_diff_check(((1 << 16) + 1, 1 << 15), 0, False, True)
 huge_diff_check((3, (1 << 30) + 7), 1, False, False)
 
+
+def huge_cummax_check(reverse):
+    """A line longer than 2^31 - 1: cummax keeps int64 positions (shorter lines use 32-bit
+    ones). uint8 zeros with 1 at 5 and 2 at L0 + 7 and L0 + 50 (L0 = 2^31): ties go to the
+    latest position, so the expected values / indices are known in closed form."""
+    global ncase
+    n = (1 << 31) + 100
+    l0 = 1 << 31
+    x = torch.zeros(n, device=dev, dtype=torch.uint8)
+    marks = [(5, 1), (l0 + 7, 2), (l0 + 50, 2)]
+    if reverse:  # mirrored data; the scan runs from the end, positions stay original
+        marks = [(n - 1 - p, v) for p, v in marks]
+    for p, v in marks:
+        x[p] = v
+    v, i = ops.cummax(x, 0, reverse=reverse)
+    # In scan order q (q = position, or n - 1 - position for reverse): index of the running
+    # maximum, the latest of ties.
+    def expect(q0, k):
+        q = torch.arange(q0, q0 + k, device=dev, dtype=torch.int64)
+        val = torch.zeros(k, device=dev, dtype=torch.uint8)
+        at = q.clone()  # before any mark: every value ties at 0, the latest wins (itself)
+        for p, m in [(5, 1), (l0 + 7, 2), (l0 + 50, 2)]:
+            val = torch.where(q >= p, torch.full_like(val, m), val)
+            at = torch.where(q >= p, torch.full_like(at, p), at)
+        return val, (n - 1 - at if reverse else at)
+    ok = True
+    step = 1 << 28
+    for q0 in range(0, n, step):
+        k = min(step, n - q0)
+        ev, ei = expect(q0, k)
+        sl = slice(n - q0 - k, n - q0) if reverse else slice(q0, q0 + k)
+        gv, gi = v[sl], i[sl]
+        if reverse:
+            gv, gi = gv.flip(0), gi.flip(0)
+        ok = ok and torch.equal(gv, ev) and torch.equal(gi, ei)
+        del ev, ei
+    ncase += 1
+    if not ok:
+        bad.append(f"huge cummax reverse={reverse}")
+    print(f"huge cummax ({n},) rev={reverse}: {'ok' if ok else 'MISMATCH'}", flush=True)
+    del x, v, i
+    torch.cuda.empty_cache()
+
+
+huge_cummax_check(False)
+huge_cummax_check(True)
+
 # CUDA graph capture (chunked path: scratch allocation inside the capture).
 x = torch.randint(-3, 4, (64, 1 << 20), device=dev).float()
 s = torch.cuda.Stream()

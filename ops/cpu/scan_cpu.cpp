@@ -244,28 +244,20 @@ namespace {
 // the 2-core VM, (4096, 16384) rows, 1 thread: the blocked walk took cummax to 778 ms against
 // torch's 570 ms, logcumsumexp to twice the log-add-exps.
 template <class Combine>
-struct SequentialOnly : std::false_type {};
-template <class A>
-struct SequentialOnly<LogAddExpCombine<A>> : std::true_type {};
-template <class V, bool kMax>
-struct SequentialOnly<ExtremumCombine<V, kMax>> : std::true_type {};
+struct SequentialOnly : std::bool_constant<Combine::costly || Combine::selects> {};
 
 // Combines scanned as whole lines, never cut into blocks: a block with a carry-in evaluates
 // combine(C, L) for every element on top of its own walk (twice torch's exp/log1p work for
 // logcumsumexp along one long line). Lines are still spread over threads; one line is one
 // sequential walk, which is what torch computes and is the same for every thread count.
 template <class Combine>
-struct WholeLines : std::false_type {};
-template <class A>
-struct WholeLines<LogAddExpCombine<A>> : std::true_type {};
+struct WholeLines : std::bool_constant<Combine::costly> {};
 // Combines whose result does not depend on the association at all (cummax / cummin select an
 // element, they round nothing): on one thread they scan whole lines too (no carry blocks, one
 // comparison per element), with more threads blocks let one long line be split; the bits are
 // the same either way.
 template <class Combine>
-struct AssociationFree : std::false_type {};
-template <class V, bool kMax>
-struct AssociationFree<ExtremumCombine<V, kMax>> : std::true_type {};
+struct AssociationFree : std::bool_constant<Combine::selects> {};
 
 template <class Combine, class in_t, class out_t>
 struct GenericKernel {

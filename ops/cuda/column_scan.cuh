@@ -73,7 +73,9 @@ __global__ void __launch_bounds__(kColThreads, 4)
       state_t x[kColUnroll];
 #pragma unroll
       for (int u = 0; u < kColUnroll; ++u) {
-        x[u] = u < m ? src.load(idx + u * step) : Combine::identity();
+        // (position along the column in the original order: counted, not divided out)
+        x[u] = u < m ? src.load_at(idx + u * step, g.reverse ? g.length - 1 - (s + u) : s + u)
+                     : Combine::identity();
       }
       if (pass == Pass::Reduce) {
 #pragma unroll
@@ -154,7 +156,9 @@ __global__ void __launch_bounds__(kColTileThreads, 2)
     state_t x[R];
 #pragma unroll
     for (int k = 0; k < R; ++k) {
-      x[k] = (active && k < m) ? src.load(idx0 + k * step) : Combine::identity();
+      x[k] = (active && k < m)
+                 ? src.load_at(idx0 + k * step, g.reverse ? g.length - 1 - (s0 + k) : s0 + k)
+                 : Combine::identity();
     }
 #pragma unroll
     for (int k = 1; k < R; ++k) x[k] = Combine::combine(x[k - 1], x[k]);

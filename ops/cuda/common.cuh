@@ -71,34 +71,23 @@ struct InputSource {
   const in_t* in;
   const in_t* coeff;  // arity 2 only
   const bool* mask;   // nullptr: no mask
-  // Indexed combines: element i sits at position (i / inner) % length of its line; `narrow`
-  // when every offset fits 32 bits (32-bit division is several times cheaper).
-  int64_t length = 1;
-  int64_t inner = 1;
-  bool narrow = true;
-
-  __device__ __forceinline__ int64_t position(int64_t i) const {
-    if (narrow) {
-      const uint32_t u = static_cast<uint32_t>(i);
-      const uint32_t line = inner == 1 ? u : u / static_cast<uint32_t>(inner);
-      return static_cast<int64_t>(line % static_cast<uint32_t>(length));
-    }
-    return (inner == 1 ? i : i / inner) % length;
-  }
-  // x: the input element, a: its coefficient (ignored for arity 1), i: its offset.
-  __device__ __forceinline__ state_t lift(in_t x, in_t a, int64_t i) const {
+  // x: the input element, a: its coefficient (ignored for arity 1), pos: its position along
+  // its line (indexed combines only).
+  __device__ __forceinline__ state_t lift(in_t x, in_t a, int64_t pos) const {
     if constexpr (Combine::arity == 2) {
       return Combine::template lift<in_t>(a, x);
     } else if constexpr (Combine::indexed) {
-      return Combine::template lift<in_t>(x, position(i));
+      return Combine::template lift<in_t>(x, pos);
     } else {
       return Combine::template lift<in_t>(x);
     }
   }
-  __device__ __forceinline__ state_t load(int64_t i) const {
+  // Element i, which sits at position pos of its line. Kernels count positions as they walk
+  // (dividing them out of offsets cost measurable time at cummax's rates).
+  __device__ __forceinline__ state_t load_at(int64_t i, int64_t pos) const {
     in_t a{};
     if constexpr (Combine::arity == 2) a = coeff[i];
-    const state_t s = lift(in[i], a, i);
+    const state_t s = lift(in[i], a, pos);
     return (mask != nullptr && !mask[i]) ? Combine::identity() : s;
   }
   // Whether load_vec may be used at element offset i.
@@ -106,7 +95,9 @@ struct InputSource {
     return is_aligned<kVec>(in + i) && (Combine::arity == 1 || is_aligned<kVec>(coeff + i)) &&
            (mask == nullptr || is_aligned<kVec>(mask + i));
   }
-  __device__ __forceinline__ void load_vec(int64_t i, state_t (&out)[kVec]) const {
+  // Elements i .. i + kVec - 1 at positions pos[0 ..] (read by indexed combines only).
+  __device__ __forceinline__ void load_vec(int64_t i, const int64_t (&pos)[kVec],
+                                           state_t (&out)[kVec]) const {
     using V = Vec<in_t, kVec>;
     const V x = *reinterpret_cast<const V*>(in + i);
     V a{};
@@ -115,7 +106,7 @@ struct InputSource {
     if (mask != nullptr) m = *reinterpret_cast<const Vec<bool, kVec>*>(mask + i);
 #pragma unroll
     for (int t = 0; t < kVec; ++t) {
-      out[t] = (mask != nullptr && !m.v[t]) ? Combine::identity() : lift(x.v[t], a.v[t], i + t);
+      out[t] = (mask != nullptr && !m.v[t]) ? Combine::identity() : lift(x.v[t], a.v[t], pos[t]);
     }
   }
 };
@@ -168,7 +159,7 @@ struct StateSource {
   static constexpr int kVec = 1;
   static constexpr int kInBytes = sizeof(state_t);
   const state_t* p;
-  __device__ __forceinline__ state_t load(int64_t i) const { return p[i]; }
+  __device__ __forceinline__ state_t load_at(int64_t i, int64_t /*pos*/) const { return p[i]; }
 };
 
 template <class state_t>

@@ -15,23 +15,41 @@
 // Included by the .cu files that instantiate it (one per combine kind).
 #pragma once
 
+#include <type_traits>
+
 #include "ops/cuda/column_scan.cuh"
 #include "ops/cuda/row_scan.cuh"
 
 namespace scanops::cuda {
 
+namespace detail {
+
 template <class Combine, class in_t, class out_t>
-void launch_scan(const DeviceProblem& p) {
-  const int64_t numel = p.outer * p.length * p.inner;
+void launch_by_shape(const DeviceProblem& p) {
   const InputSource<Combine, in_t> src{static_cast<const in_t*>(p.input),
-                                       static_cast<const in_t*>(p.coeff), p.mask, p.length,
-                                       p.inner, numel <= int64_t{UINT32_MAX}};
+                                       static_cast<const in_t*>(p.coeff), p.mask};
   const OutputSink<Combine, out_t> dst{static_cast<out_t*>(p.output), p.indices};
   if (p.inner == 1) {
     scan_rows<Combine>(p.ctx, src, dst, p.outer, p.length, p.flags);
   } else {
     scan_columns<Combine>(p.ctx, src, dst, p.outer, p.length, p.inner, p.flags);
   }
+}
+
+}  // namespace detail
+
+template <class Combine, class in_t, class out_t>
+void launch_scan(const DeviceProblem& p) {
+  if constexpr (Combine::indexed) {
+    // Lines shorter than 2^31 keep positions in 32 bits: for 4-byte values the state is 8
+    // bytes instead of 16, twice the items per thread in the row tiles (measured: see
+    // docs/design.md, "cummax / cummin").
+    using Narrow = typename Combine::narrow_t;
+    if constexpr (!std::is_same_v<Combine, Narrow>) {
+      if (p.length <= int64_t{INT32_MAX}) return detail::launch_by_shape<Narrow, in_t, out_t>(p);
+    }
+  }
+  detail::launch_by_shape<Combine, in_t, out_t>(p);
 }
 
 }  // namespace scanops::cuda

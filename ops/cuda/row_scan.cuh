@@ -42,12 +42,23 @@ constexpr int kRowWarps = kRowThreads / kWarpSize;
 constexpr int pow2_floor(int v) { return v <= 1 ? 1 : 2 * pow2_floor(v / 2); }
 
 // Items (consecutive scan positions) per thread for a Source/Sink pair: SCANOPS_ROW_BYTES of
-// each input per thread, at most 128 bytes of states in registers, at most 32 (the segment
-// heads are a 32-bit mask), at least one vector access of the source and of the sink.
-template <class state_t, class Source, class Sink>
+// each input per thread, at most kRowStateBytes of states in registers, at most 32 (the
+// segment heads are a 32-bit mask), at least one vector access of the source and of the sink.
+//
+// kRowStateBytes: 128 for arithmetic combines (fp32 cumsum: 32 items, 2 blocks per SM, 97% of
+// copy). Selections (cummax / cummin) write three times the bytes they read, and more
+// resident blocks hide that better than longer tiles: measured on the H100 with
+// bench/row_items_bench.cu, (32768, 32768) fp32 rows, (value, int32 position) states:
+// 8 items and 4 blocks per SM 88% of copy, 16 items and 3 blocks 86%, 16 items and 2 blocks
+// 79%; (2^24, 64) rows 86% / 81% / 69%.
+template <class Combine>
+constexpr int kRowStateBytes = Combine::selects ? 64 : 128;
+
+template <class Combine, class Source, class Sink>
 constexpr int row_items() {
+  using state_t = typename Combine::state_t;
   constexpr int by_input = SCANOPS_ROW_BYTES / Source::kInBytes;
-  constexpr int by_state = 128 / static_cast<int>(sizeof(state_t));
+  constexpr int by_state = kRowStateBytes<Combine> / static_cast<int>(sizeof(state_t));
   constexpr int v = pow2_floor(by_input < by_state ? by_input : by_state);
   constexpr int lo = Source::kVec > Sink::kVec ? Source::kVec : Sink::kVec;
   return v > 32 ? 32 : v < lo ? lo : v;
@@ -86,10 +97,13 @@ struct RowTile {
   // carry_op(tile aggregate) (see BlockScan::exclusive_scan). Writes the inclusive or
   // exclusive results. Returns the state after the tile's last element: the carry of the
   // line's next tile. Block-wide (barriers inside): every thread calls it with the same
-  // arguments.
+  // arguments. Positions along the line (indexed combines): memory element lo + m is at
+  // m % seg (seg > 0: whole rows start at lo) or pos0 + m (seg == 0), counted here instead
+  // of divided out of each offset.
   template <class CarryOp>
   static __device__ state_t scan(Storage& st, const Source& src, const Sink& dst, int64_t lo, int n,
-                                 int seg, CarryOp&& carry_op, bool reverse, bool exclusive) {
+                                 int seg, int64_t pos0, CarryOp&& carry_op, bool reverse,
+                                 bool exclusive) {
     const int lane = threadIdx.x % kWarpSize;
     const int warp = threadIdx.x / kWarpSize;
     state_t* xbuf = &st.exchange[warp * kWarpExchange];
@@ -99,7 +113,7 @@ struct RowTile {
     // Coalesced striped load into the warp's buffer, then each thread takes kItems
     // consecutive positions (positions past n are identity).
     __syncwarp();  // the warp's reads of the previous tile's buffer are done
-    load_striped(src, xbuf, lo, n, wq, reverse, lane);
+    load_striped(src, xbuf, lo, n, seg, pos0, wq, reverse, lane);
     __syncwarp();
     state_t x[kItems];
 #pragma unroll
@@ -147,20 +161,37 @@ struct RowTile {
   }
 
  private:
+  // The position along its line of the tile's memory element lo + m (see scan).
+  static __device__ __forceinline__ int64_t position(int m, int seg, int64_t pos0) {
+    return seg > 0 ? m % seg : pos0 + m;
+  }
+
   // Lane `lane` loads the warp's scan positions wq + j * 32 + lane (striped): coalesced in
   // either direction. Full tiles at aligned offsets load kVec consecutive memory elements
   // per access instead (striped by vector; all issued before the first is used), placed at
   // their scan positions.
   static __device__ __forceinline__ void load_striped(const Source& src, state_t* xbuf, int64_t lo,
-                                                      int n, int wq, bool reverse, int lane) {
+                                                      int n, int seg, int64_t pos0, int wq,
+                                                      bool reverse, int lane) {
     if constexpr (Source::kVec > 1) {
       constexpr int V = Source::kVec;
       if (n == kTile && src.vec_ok(lo)) {  // uniform over the block
-        // The warp's positions occupy memory [m0, m0 + kWarpItems).
-        const int64_t m0 = lo + (reverse ? kTile - wq - kWarpItems : wq);
+        // The warp's positions occupy memory [lo + r0, lo + r0 + kWarpItems).
+        const int r0 = reverse ? kTile - wq - kWarpItems : wq;
         state_t v[kItems / V][V];
 #pragma unroll
-        for (int j = 0; j < kItems / V; ++j) src.load_vec(m0 + (j * kWarpSize + lane) * V, v[j]);
+        for (int j = 0; j < kItems / V; ++j) {
+          const int m = r0 + (j * kWarpSize + lane) * V;
+          int64_t pos[V] = {};
+          if constexpr (Combine::indexed) {
+            pos[0] = position(m, seg, pos0);
+#pragma unroll
+            for (int t = 1; t < V; ++t) {  // (a row may start inside the vector)
+              pos[t] = (seg > 0 && pos[t - 1] + 1 == seg) ? 0 : pos[t - 1] + 1;
+            }
+          }
+          src.load_vec(lo + m, pos, v[j]);
+        }
 #pragma unroll
         for (int j = 0; j < kItems / V; ++j) {
           const int u = (j * kWarpSize + lane) * V;
@@ -176,7 +207,16 @@ struct RowTile {
     for (int j = 0; j < kItems; ++j) {
       const int e = j * kWarpSize + lane;
       const int q = wq + e;
-      xbuf[padded(e)] = q < n ? src.load(reverse ? lo + (n - 1 - q) : lo + q) : Combine::identity();
+      const int m = reverse ? n - 1 - q : q;
+      state_t x = Combine::identity();
+      if (q < n) {
+        if constexpr (Combine::indexed) {
+          x = src.load_at(lo + m, position(m, seg, pos0));
+        } else {
+          x = src.load_at(lo + m, 0);
+        }
+      }
+      xbuf[padded(e)] = x;
     }
   }
 
@@ -209,10 +249,11 @@ struct RowTile {
   }
 };
 
-// Resident blocks per SM the register allocation must allow: 3 (80 registers a thread) while
-// a thread's states take at most 64 bytes, else 2 (128 registers), so as not to spill.
+// Resident blocks per SM the register allocation must allow: 4 (64 registers a thread) while
+// a thread's states take at most 64 bytes (no spills for the selections' 8 items), else 2
+// (128 registers), so as not to spill (see kRowStateBytes for the measurements).
 template <class state_t, int kItems>
-constexpr int kRowMinBlocks = kItems * sizeof(state_t) > 64 ? 2 : 3;
+constexpr int kRowMinBlocks = kItems * sizeof(state_t) > 64 ? 2 : 4;
 
 // Work items: packed mode, tile t holds rows [t * R, t * R + R), a segment head at every row
 // start; rows mode, item r is row r, scanned tile by tile carrying the state (both grid-
@@ -246,16 +287,16 @@ __global__ void __launch_bounds__(kRowThreads, kRowMinBlocks<typename Combine::s
     if (packed) {
       const int64_t r0 = item * g.rows_per_tile;
       const int n = static_cast<int>(std::min<int64_t>(g.rows_per_tile, g.rows - r0) * g.length);
-      Tile::scan(storage, src, dst, r0 * g.length, n, static_cast<int>(g.length), no_carry,
+      Tile::scan(storage, src, dst, r0 * g.length, n, static_cast<int>(g.length), 0, no_carry,
                  g.reverse, g.exclusive);
     } else if (g.lookback) {
       const int64_t row = item / row_tiles;
       const int64_t s = (item - row * row_tiles) * kTile;
       const int n = static_cast<int>(std::min<int64_t>(kTile, g.length - s));
-      const int64_t lo = row * g.length + (g.reverse ? g.length - s - n : s);
+      const int64_t pos0 = g.reverse ? g.length - s - n : s;
       const LookBack<Combine> lb{status, item, row * row_tiles};
       Tile::scan(
-          storage, src, dst, lo, n, 0,
+          storage, src, dst, row * g.length + pos0, n, 0, pos0,
           [&](const state_t& aggregate) {
             return lb.warp_exclusive_prefix(lookback_storage, aggregate);
           },
@@ -266,10 +307,10 @@ __global__ void __launch_bounds__(kRowThreads, kRowMinBlocks<typename Combine::s
 #pragma unroll 1
       for (int64_t s = 0; s < g.length; s += kTile) {
         const int n = static_cast<int>(std::min<int64_t>(kTile, g.length - s));
-        const int64_t lo = base + (g.reverse ? g.length - s - n : s);
+        const int64_t pos0 = g.reverse ? g.length - s - n : s;
         carry = Tile::scan(
-            storage, src, dst, lo, n, 0, [&](const state_t&) { return carry; }, g.reverse,
-            g.exclusive);
+            storage, src, dst, base + pos0, n, 0, pos0, [&](const state_t&) { return carry; },
+            g.reverse, g.exclusive);
       }
     }
   }
@@ -286,7 +327,7 @@ template <class Combine, class Source, class Sink>
 void scan_rows(const LaunchContext& ctx, const Source& src, const Sink& dst, int64_t rows,
                int64_t length, ScanFlags flags) {
   using state_t = typename Combine::state_t;
-  constexpr int kItems = row_items<state_t, Source, Sink>();
+  constexpr int kItems = row_items<Combine, Source, Sink>();
   constexpr int64_t kTile = int64_t{kRowThreads} * kItems;
   RowGeometry g{rows, length, 0, false, flags.exclusive, flags.reverse};
   ChunkStatus<state_t> status{};

@@ -1,0 +1,156 @@
+// A kernel-level experiment, not part of the library: times scanops' row kernel
+// (ops/cuda/row_scan.cuh) for cummax (MaxCombine<float>, 32- and 64-bit positions) and cumsum
+// at several items-per-thread counts, against a device copy of the same bytes, one floor per
+// byte count measured interleaved with the runs (best of `reps`). Used to pick the row tile
+// shape of the indexed combines (docs/design.md). Built and run by bench/row_items_bench.sh.
+//
+//   row_items_bench [rows] [length] [reps]
+#include <c10/cuda/CUDAException.h>
+#undef C10_CUDA_KERNEL_LAUNCH_CHECK
+#define C10_CUDA_KERNEL_LAUNCH_CHECK() ((void)0)
+#undef C10_CUDA_CHECK
+#define C10_CUDA_CHECK(x) ((void)(x))
+
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "ops/cuda/row_scan.cuh"
+
+using namespace scanops;
+using namespace scanops::cuda;
+
+namespace {
+
+// One device buffer handed out again for every launch (no allocation in the timed region).
+struct Arena : Scratch {
+  unsigned char* base = nullptr;
+  int64_t size = 0, used = 0;
+  explicit Arena(int64_t bytes) : size(bytes) { cudaMalloc(&base, bytes); }
+  void* allocate(int64_t bytes) override {
+    void* p = base + used;
+    used += (bytes + 255) / 256 * 256;
+    if (used > size) {
+      fprintf(stderr, "arena too small\n");
+      exit(2);
+    }
+    return p;
+  }
+  ~Arena() { cudaFree(base); }
+};
+
+float time_ms(const std::function<void()>& f, cudaStream_t s) {
+  cudaEvent_t a, b;
+  cudaEventCreate(&a);
+  cudaEventCreate(&b);
+  cudaEventRecord(a, s);
+  f();
+  cudaEventRecord(b, s);
+  cudaEventSynchronize(b);
+  float ms = 0;
+  cudaEventElapsedTime(&ms, a, b);
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  return ms;
+}
+
+// The row kernel in rows/packed/look-back mode as scan_rows picks it, with kItems forced.
+template <class Combine, int kItems, class Source, class Sink>
+void launch(const LaunchContext& ctx, Arena& arena, const Source& src, const Sink& dst,
+            int64_t rows, int64_t length) {
+  using state_t = typename Combine::state_t;
+  arena.used = 0;
+  constexpr int64_t kTile = int64_t{kRowThreads} * kItems;
+  RowGeometry g{rows, length, 0, false, false, false};
+  ChunkStatus<state_t> status{};
+  int64_t items = rows;
+  const int64_t row_tiles = ceil_div(length, kTile);
+  if (length <= kTile) {
+    g.rows_per_tile = static_cast<int>(kTile / length);
+    items = ceil_div(rows, g.rows_per_tile);
+  } else if (rows < ctx.sms * kRowsWantedPerSM && row_tiles > kMaxRowModeTiles) {
+    g.lookback = true;
+    items = rows * row_tiles;
+    status = make_chunk_status<state_t>(ctx, items);
+  }
+  row_scan_kernel<Combine, Source, Sink, kItems>
+      <<<grid_size(ctx, items, kRowBlocksPerSM), kRowThreads, 0, ctx.stream>>>(src, dst, g, status);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int64_t rows = argc > 1 ? atoll(argv[1]) : 32768;
+  const int64_t length = argc > 2 ? atoll(argv[2]) : 32768;
+  const int reps = argc > 3 ? atoi(argv[3]) : 5;
+  const int64_t n = rows * length;
+  cudaDeviceProp prop;
+  cudaGetDeviceProperties(&prop, 0);
+  cudaStream_t stream;
+  cudaStreamCreate(&stream);
+  Arena arena(int64_t{64} << 20);
+  const LaunchContext ctx{stream, prop.multiProcessorCount, &arena};
+
+  float* in = nullptr;
+  float* out = nullptr;
+  int64_t* idx = nullptr;
+  void* copy_a = nullptr;
+  void* copy_b = nullptr;
+  cudaMalloc(&in, n * 4);
+  cudaMalloc(&out, n * 4);
+  cudaMalloc(&idx, n * 8);
+  cudaMalloc(&copy_a, n * 8);
+  cudaMalloc(&copy_b, n * 8);
+  cudaMemset(in, 0, n * 4);
+  cudaMemset(copy_a, 0, n * 8);
+
+  using Wide = MaxCombine<float>;
+  using Narrow = Wide::narrow_t;
+  struct Case {
+    std::string name;
+    int64_t bytes;  // per element, read + written
+    std::function<void()> run;
+  };
+  std::vector<Case> cases;
+#define SCANOPS_CASE(C, K)                                                                     \
+  cases.push_back({#C " items " #K, 16, [&] {                                                 \
+                     launch<C, K>(ctx, arena,                                                   \
+                                  InputSource<C, float>{in, nullptr, nullptr}, \
+                                  OutputSink<C, float>{out, idx}, rows, length);               \
+                   }});
+  SCANOPS_CASE(Wide, 8)
+  SCANOPS_CASE(Narrow, 8)
+  SCANOPS_CASE(Narrow, 16)
+  SCANOPS_CASE(Narrow, 4)
+#undef SCANOPS_CASE
+  using Sum = SumCombine<float>;
+  cases.push_back({"Sum items 32", 8, [&] {
+                     launch<Sum, 32>(ctx, arena,
+                                     InputSource<Sum, float>{in, nullptr, nullptr},
+                                     OutputSink<Sum, float>{out}, rows, length);
+                   }});
+
+  std::vector<float> best(cases.size(), 1e30f);
+  float floor16 = 1e30f, floor8 = 1e30f, hi16 = 0, hi8 = 0;
+  for (int r = 0; r < reps; ++r) {
+    const float f16 = time_ms([&] { cudaMemcpyAsync(copy_b, copy_a, n * 8, cudaMemcpyDeviceToDevice, stream); }, stream);
+    const float f8 = time_ms([&] { cudaMemcpyAsync(copy_b, copy_a, n * 4, cudaMemcpyDeviceToDevice, stream); }, stream);
+    floor16 = std::min(floor16, f16), hi16 = std::max(hi16, f16);
+    floor8 = std::min(floor8, f8), hi8 = std::max(hi8, f8);
+    for (size_t c = 0; c < cases.size(); ++c) {
+      best[c] = std::min(best[c], time_ms(cases[c].run, stream));
+    }
+  }
+  const cudaError_t err = cudaDeviceSynchronize();
+  printf("%s rows %lld length %lld reps %d (%s)\n", prop.name, (long long)rows, (long long)length,
+         reps, cudaGetErrorString(err));
+  printf("floor 16 B/element %.3f ms (spread %.1f%%), 8 B/element %.3f ms (spread %.1f%%)\n",
+         floor16, 100 * (hi16 / floor16 - 1), floor8, 100 * (hi8 / floor8 - 1));
+  for (size_t c = 0; c < cases.size(); ++c) {
+    const float fl = cases[c].bytes == 16 ? floor16 : floor8;
+    printf("%-22s %8.3f ms  %5.1f%% of copy\n", cases[c].name.c_str(), best[c], 100 * fl / best[c]);
+  }
+  return err == cudaSuccess ? 0 : 1;
+}
