@@ -72,7 +72,8 @@ void launch(const LaunchContext& ctx, Arena& arena, const Source& src, const Sin
     items = ceil_div(rows, g.rows_per_tile);
   } else if (rows < ctx.sms * kRowsWantedPerSM && row_tiles > kMaxRowModeTiles) {
     g.lookback = true;
-    items = rows * row_tiles;
+    g.chunk_tiles = getenv("CHUNK") ? atoi(getenv("CHUNK")) : lookback_chunk_tiles<Source>(kTile);
+    items = rows * ceil_div(row_tiles, g.chunk_tiles);
     status = make_chunk_status<state_t>(ctx, items);
   }
   row_scan_kernel<Combine, Source, Sink, kItems>
@@ -118,7 +119,7 @@ int main(int argc, char** argv) {
   cases.push_back({#C " items " #K, 16, [&] {                                                 \
                      launch<C, K>(ctx, arena,                                                   \
                                   InputSource<C, float>{in, nullptr, nullptr}, \
-                                  OutputSink<C, float>{out, idx}, rows, length);               \
+                                  OutputSink<C, float>{out, idx, true}, rows, length);               \
                    }});
   SCANOPS_CASE(Wide, 8)
   SCANOPS_CASE(Narrow, 8)
@@ -129,7 +130,7 @@ int main(int argc, char** argv) {
   cases.push_back({"Sum items 32", 8, [&] {
                      launch<Sum, 32>(ctx, arena,
                                      InputSource<Sum, float>{in, nullptr, nullptr},
-                                     OutputSink<Sum, float>{out}, rows, length);
+                                     OutputSink<Sum, float>{out, nullptr, true}, rows, length);
                    }});
 
   std::vector<float> best(cases.size(), 1e30f);

@@ -217,11 +217,7 @@ __global__ void __launch_bounds__(kColTileThreads, 2)
           if (inclusive != 0) break;
           if (depth + kWindow > kHistory) depth = 0;  // start again from the nearest
         }
-        carry = history[(depth - 1) * kWarpSize + lane];
-#pragma unroll 1
-        for (int d = depth - 2; d >= 0; --d) {
-          carry = Combine::combine(carry, history[d * kWarpSize + lane]);
-        }
+        carry = fold_left<Combine>(depth, [&](int d) { return history[d * kWarpSize + lane]; });
       }
       detail::store_cg(status.inclusive + item * kWarpSize + lane, Combine::combine(carry, agg));
       __threadfence();

@@ -14,6 +14,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
+#include <type_traits>
 
 #include "ops/cuda/scan_cuda.h"
 
@@ -58,6 +60,25 @@ constexpr int vec_width() {
 template <int V, class T>
 __device__ __forceinline__ bool is_aligned(const T* p) {
   return reinterpret_cast<uintptr_t>(p) % (sizeof(T) * V) == 0;
+}
+
+// A vector store, marked evict-first in L2 (st.global.cs) when `streaming`: outputs much
+// larger than L2 are not read back soon, and normal stores evict lines a kernel still
+// needs (the look-back chunks' second read). Measured on the H100, 1-D float32 cumsum of
+// 2^30: 62.8% -> 66.2% of copy; (32768, 32768) cummax rows 88% -> 91%; cumsum rows 97%
+// either way.
+template <class V>
+__device__ __forceinline__ void store_vec_hinted(V* p, const V& v, bool streaming) {
+  if constexpr (sizeof(V) == 16 || sizeof(V) == 8) {
+    if (streaming) {
+      using W = std::conditional_t<sizeof(V) == 16, int4, int2>;
+      W w;
+      memcpy(&w, &v, sizeof(V));
+      __stcs(reinterpret_cast<W*>(p), w);
+      return;
+    }
+  }
+  *p = v;
 }
 
 // The problem's input as states: lift(in[i]) (lift(coeff[i], in[i]) for arity-2 combines,
@@ -119,6 +140,7 @@ struct OutputSink {
   static constexpr int kVec = vec_width<out_t>();
   out_t* out;
   int64_t* indices = nullptr;  // indexed combines only
+  bool streaming = false;      // vector stores evict-first (outputs larger than L2)
 
   static __device__ __forceinline__ out_t cast(const state_t& s) {
     return static_cast<out_t>(Combine::value(s));
@@ -137,7 +159,7 @@ struct OutputSink {
     Vec<out_t, kVec> y;
 #pragma unroll
     for (int t = 0; t < kVec; ++t) y.v[t] = cast(s[t]);
-    *reinterpret_cast<Vec<out_t, kVec>*>(out + i) = y;
+    store_vec_hinted(reinterpret_cast<Vec<out_t, kVec>*>(out + i), y, streaming);
     if constexpr (Combine::indexed) {  // kVec int64s: 16-byte stores
       constexpr int kPair = kVec >= 2 ? 2 : 1;
 #pragma unroll
@@ -145,7 +167,7 @@ struct OutputSink {
         Vec<int64_t, kPair> w;
 #pragma unroll
         for (int u = 0; u < kPair; ++u) w.v[u] = Combine::index(s[t + u]);
-        *reinterpret_cast<Vec<int64_t, kPair>*>(indices + i + t) = w;
+        store_vec_hinted(reinterpret_cast<Vec<int64_t, kPair>*>(indices + i + t), w, streaming);
       }
     }
   }

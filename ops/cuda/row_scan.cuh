@@ -7,10 +7,12 @@
 //   row_scan_kernel   a launch in one of three modes:
 //                       packed:    a work item is a tile of whole short rows (segmented)
 //                       rows:      a work item is a row, its tiles walked carrying the state
-//                       look-back: a work item is one tile of a long row; its carry comes
-//                                  from its predecessors by deterministic decoupled
-//                                  look-back (lookback.cuh). Single pass: each element is
-//                                  read once and written once.
+//                       look-back: a work item is a chunk of a few tiles of a long row
+//                                  (about 64 KB of input): the chunk is reduced, its carry
+//                                  comes from its predecessors by deterministic decoupled
+//                                  look-back (lookback.cuh), then it is rescanned from the
+//                                  carry. Each element is read twice (the second time from
+//                                  L2 while it holds the chunk) and written once.
 //   scan_rows         host dispatch among the three
 //
 // A tile is a memory range [lo, lo + n), n <= kTile, read in *scan order*: scan position q
@@ -71,9 +73,10 @@ struct RowGeometry {
   int64_t rows;
   int64_t length;
   int rows_per_tile;  // > 0: packed mode (length <= kTile), whole rows per tile
-  bool lookback;      // look-back mode: a work item is one tile
+  bool lookback;      // look-back mode: a work item is a chunk of chunk_tiles tiles
   bool exclusive;
   bool reverse;
+  int chunk_tiles = 1;
 };
 
 template <class Combine, class Source, class Sink, int kItems>
@@ -157,6 +160,26 @@ struct RowTile {
     for (int k = 0; k < kItems; ++k) xbuf[padded(lane * kItems + k)] = x[k];
     __syncwarp();
     store_striped(dst, xbuf, lo, n, wq, reverse, lane);
+    return total;
+  }
+
+  // The combined state of the tile [lo, lo + n) of one line (seg == 0) in scan order, as
+  // scan would return it from an identity carry; writes nothing. Block-wide.
+  static __device__ state_t reduce(Storage& st, const Source& src, int64_t lo, int n, int64_t pos0,
+                                   bool reverse) {
+    const int lane = threadIdx.x % kWarpSize;
+    const int warp = threadIdx.x / kWarpSize;
+    state_t* xbuf = &st.exchange[warp * kWarpExchange];
+    const int wq = warp * kWarpItems;
+    __syncwarp();
+    load_striped(src, xbuf, lo, n, 0, pos0, wq, reverse, lane);
+    __syncwarp();
+    state_t a = xbuf[padded(lane * kItems)];
+#pragma unroll
+    for (int k = 1; k < kItems; ++k) a = Combine::combine(a, xbuf[padded(lane * kItems + k)]);
+    state_t total;
+    Scan::exclusive_scan(st.scan, false, a, [](const state_t&) { return Combine::identity(); },
+                         total);
     return total;
   }
 
@@ -269,17 +292,19 @@ __global__ void __launch_bounds__(kRowThreads, kRowMinBlocks<typename Combine::s
   __shared__ typename Tile::Storage storage;
   __shared__ typename LookBack<Combine>::Storage lookback_storage;
   __shared__ int64_t next_item;
+  __shared__ RawArray<state_t, 1> chunk_carry;
 
   const bool packed = g.rows_per_tile > 0;
   const int64_t row_tiles = ceil_div(g.length, kTile);
+  const int64_t row_chunks = ceil_div(row_tiles, g.chunk_tiles);
   const int64_t items =
-      packed ? ceil_div(g.rows, g.rows_per_tile) : g.lookback ? g.rows * row_tiles : g.rows;
+      packed ? ceil_div(g.rows, g.rows_per_tile) : g.lookback ? g.rows * row_chunks : g.rows;
   const auto no_carry = [](const state_t&) { return Combine::identity(); };
 
   for (int64_t item = blockIdx.x;; item += gridDim.x) {
-    if (g.lookback) {  // tiles in the order blocks take them, not by block index
+    if (g.lookback) {  // chunks in the order blocks take them, not by block index
       if (threadIdx.x == 0) next_item = static_cast<int64_t>(atomicAdd(status.counter, 1ull));
-      __syncthreads();  // (the previous tile's barriers ordered the reads of next_item)
+      __syncthreads();  // (the previous chunk's barriers ordered the reads of next_item)
       item = next_item;
     }
     if (item >= items) break;  // uniform over the block
@@ -289,29 +314,49 @@ __global__ void __launch_bounds__(kRowThreads, kRowMinBlocks<typename Combine::s
       const int n = static_cast<int>(std::min<int64_t>(g.rows_per_tile, g.rows - r0) * g.length);
       Tile::scan(storage, src, dst, r0 * g.length, n, static_cast<int>(g.length), 0, no_carry,
                  g.reverse, g.exclusive);
-    } else if (g.lookback) {
-      const int64_t row = item / row_tiles;
-      const int64_t s = (item - row * row_tiles) * kTile;
-      const int n = static_cast<int>(std::min<int64_t>(kTile, g.length - s));
-      const int64_t pos0 = g.reverse ? g.length - s - n : s;
-      const LookBack<Combine> lb{status, item, row * row_tiles};
-      Tile::scan(
-          storage, src, dst, row * g.length + pos0, n, 0, pos0,
-          [&](const state_t& aggregate) {
-            return lb.warp_exclusive_prefix(lookback_storage, aggregate);
-          },
-          g.reverse, g.exclusive);
-    } else {
-      const int64_t base = item * g.length;
-      state_t carry = Combine::identity();
+      continue;
+    }
+    // A row's tiles [t0, t1), walked carrying the state from `carry`.
+    int64_t row = item, t0 = 0, t1 = row_tiles;
+    state_t carry = Combine::identity();
+    const auto tile_range = [&](int64_t t, int64_t& lo, int& n, int64_t& pos0) {
+      const int64_t s = t * kTile;
+      n = static_cast<int>(std::min<int64_t>(kTile, g.length - s));
+      pos0 = g.reverse ? g.length - s - n : s;
+      lo = row * g.length + pos0;
+    };
+    if (g.lookback) {
+      // The chunk's tiles are reduced (a first read), its carry found by look-back over the
+      // chunks' totals, then they are scanned from it (a second read, served by L2: a
+      // chunk is a few tens of KB). The look-back's wait, which stalls the block as long as
+      // a tile's own memory traffic, is paid once per chunk instead of once per tile.
+      row = item / row_chunks;
+      t0 = (item - row * row_chunks) * g.chunk_tiles;
+      t1 = std::min<int64_t>(row_tiles, t0 + g.chunk_tiles);
+      state_t agg = Combine::identity();
 #pragma unroll 1
-      for (int64_t s = 0; s < g.length; s += kTile) {
-        const int n = static_cast<int>(std::min<int64_t>(kTile, g.length - s));
-        const int64_t pos0 = g.reverse ? g.length - s - n : s;
-        carry = Tile::scan(
-            storage, src, dst, base + pos0, n, 0, pos0, [&](const state_t&) { return carry; },
-            g.reverse, g.exclusive);
+      for (int64_t t = t0; t < t1; ++t) {
+        int64_t lo, pos0;
+        int n;
+        tile_range(t, lo, n, pos0);
+        agg = Combine::combine(agg, Tile::reduce(storage, src, lo, n, pos0, g.reverse));
       }
+      if (threadIdx.x < kWarpSize) {
+        const LookBack<Combine> lb{status, item, row * row_chunks};
+        const state_t p = lb.warp_exclusive_prefix(lookback_storage, agg);
+        if (threadIdx.x == 0) chunk_carry[0] = p;
+      }
+      __syncthreads();
+      carry = chunk_carry[0];
+    }
+#pragma unroll 1
+    for (int64_t t = t0; t < t1; ++t) {
+      int64_t lo, pos0;
+      int n;
+      tile_range(t, lo, n, pos0);
+      carry = Tile::scan(
+          storage, src, dst, lo, n, 0, pos0, [&](const state_t&) { return carry; }, g.reverse,
+          g.exclusive);
     }
   }
 }
@@ -320,9 +365,24 @@ constexpr int64_t kRowBlocksPerSM = 32;   // grid cap (the kernel grid-strides b
 constexpr int64_t kRowsWantedPerSM = 16;  // rows per SM below which long rows use look-back
 constexpr int64_t kMaxRowModeTiles = 4;   // rows of at most this many tiles: block per row
 
+// Tiles per look-back chunk: about SCANOPS_LOOKBACK_CHUNK_BYTES of input. A block stalls
+// in the look-back for about as long as one tile's own memory traffic takes (few blocks fit
+// on an SM; the walk's loads wait behind the streaming traffic): one look-back per chunk
+// instead of per tile amortises it. Measured on the H100 (bench/row_items_bench.cu, 1-D 2^30
+// float32, share of copy): cumsum 1 tile per chunk 49%, 2 tiles (64 KB) 63%, more tiles no
+// better; cummax (2048-element tiles) 1 tile 25%, 8 tiles (64 KB) 58%, 16 tiles 61%.
+#ifndef SCANOPS_LOOKBACK_CHUNK_BYTES
+#define SCANOPS_LOOKBACK_CHUNK_BYTES 65536
+#endif
+template <class Source>
+int lookback_chunk_tiles(int64_t tile) {
+  const int64_t t = SCANOPS_LOOKBACK_CHUNK_BYTES / (tile * Source::kInBytes);
+  return static_cast<int>(std::max<int64_t>(1, t));
+}
+
 // Scans `rows` lines of `length` contiguous elements (line r starts at element r * length).
 // Packed and rows modes need no scratch and no memset; look-back mode allocates its status
-// (a flag and two states per tile) and zeroes the flags.
+// (a flag and two states per chunk) and zeroes the flags.
 template <class Combine, class Source, class Sink>
 void scan_rows(const LaunchContext& ctx, const Source& src, const Sink& dst, int64_t rows,
                int64_t length, ScanFlags flags) {
@@ -337,9 +397,10 @@ void scan_rows(const LaunchContext& ctx, const Source& src, const Sink& dst, int
     g.rows_per_tile = static_cast<int>(kTile / length);
     items = ceil_div(rows, g.rows_per_tile);
   } else if (rows < ctx.sms * kRowsWantedPerSM && row_tiles > kMaxRowModeTiles) {
-    // Too few rows to fill the GPU: every tile is a work item, chained by look-back.
+    // Too few rows to fill the GPU: every chunk of tiles is a work item, chained by look-back.
     g.lookback = true;
-    items = rows * row_tiles;
+    g.chunk_tiles = lookback_chunk_tiles<Source>(kTile);
+    items = rows * ceil_div(row_tiles, g.chunk_tiles);
     status = make_chunk_status<state_t>(ctx, items);
   }
   row_scan_kernel<Combine, Source, Sink, kItems>
