@@ -81,6 +81,16 @@ __device__ __forceinline__ void store_vec_hinted(V* p, const V& v, bool streamin
   *p = v;
 }
 
+// Asks L2 for the 128-byte lines of [p, p + bytes): thread t of nt takes every nt-th line (a
+// hint: no registers held, nothing waited for).
+__device__ __forceinline__ void prefetch_l2_range(const void* p, int64_t bytes, int t, int nt) {
+  const auto first = reinterpret_cast<uintptr_t>(p) & ~uintptr_t{127};
+  const auto end = reinterpret_cast<uintptr_t>(p) + static_cast<uintptr_t>(bytes);
+  for (uintptr_t a = first + uintptr_t{128} * t; a < end; a += uintptr_t{128} * nt) {
+    asm volatile("prefetch.global.L2 [%0];" ::"l"(a));
+  }
+}
+
 // The problem's input as states: lift(in[i]) (lift(coeff[i], in[i]) for arity-2 combines,
 // lift(in[i], position along the line) for indexed ones), identity() where mask[i] is false.
 // Both loads are issued before the mask is tested.
@@ -110,6 +120,14 @@ struct InputSource {
     if constexpr (Combine::arity == 2) a = coeff[i];
     const state_t s = lift(in[i], a, pos);
     return (mask != nullptr && !mask[i]) ? Combine::identity() : s;
+  }
+  // Prefetches elements [i, i + n) of every input into L2 (thread t of nt).
+  __device__ __forceinline__ void prefetch_l2(int64_t i, int64_t n, int t, int nt) const {
+    prefetch_l2_range(in + i, n * static_cast<int64_t>(sizeof(in_t)), t, nt);
+    if constexpr (Combine::arity == 2) {
+      prefetch_l2_range(coeff + i, n * static_cast<int64_t>(sizeof(in_t)), t, nt);
+    }
+    if (mask != nullptr) prefetch_l2_range(mask + i, n, t, nt);
   }
   // Whether load_vec may be used at element offset i.
   __device__ __forceinline__ bool vec_ok(int64_t i) const {
@@ -182,6 +200,9 @@ struct StateSource {
   static constexpr int kInBytes = sizeof(state_t);
   const state_t* p;
   __device__ __forceinline__ state_t load_at(int64_t i, int64_t /*pos*/) const { return p[i]; }
+  __device__ __forceinline__ void prefetch_l2(int64_t i, int64_t n, int t, int nt) const {
+    prefetch_l2_range(p + i, n * static_cast<int64_t>(sizeof(state_t)), t, nt);
+  }
 };
 
 template <class state_t>

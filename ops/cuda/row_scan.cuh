@@ -333,6 +333,17 @@ __global__ void __launch_bounds__(kRowThreads, kRowMinBlocks<typename Combine::s
       row = item / row_chunks;
       t0 = (item - row * row_chunks) * g.chunk_tiles;
       t1 = std::min<int64_t>(row_tiles, t0 + g.chunk_tiles);
+      // The whole chunk is asked of L2 first, so its first read has all of it in flight
+      // rather than a tile at a time (1-D float32 cumsum: 66% -> 70% of copy).
+      {
+        int64_t lo_a, lo_b, unused;
+        int n_a, n_b;
+        tile_range(t0, lo_a, n_a, unused);
+        tile_range(t1 - 1, lo_b, n_b, unused);
+        const int64_t lo = std::min(lo_a, lo_b);  // (reverse scans walk memory downwards)
+        const int64_t hi = std::max(lo_a + n_a, lo_b + n_b);
+        src.prefetch_l2(lo, hi - lo, threadIdx.x, kRowThreads);
+      }
       state_t agg = Combine::identity();
 #pragma unroll 1
       for (int64_t t = t0; t < t1; ++t) {
