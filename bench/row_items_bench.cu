@@ -2,9 +2,13 @@
 // (ops/cuda/row_scan.cuh) for cummax (MaxCombine<float>, 32- and 64-bit positions) and cumsum
 // at several items-per-thread counts, against a device copy of the same bytes, one floor per
 // byte count measured interleaved with the runs (best of `reps`). Used to pick the row tile
-// shape of the indexed combines (docs/design.md). Built and run by bench/row_items_bench.sh.
+// shape of the indexed combines and the look-back chunk size (docs/design.md). It checks no
+// results: the kernels' correctness is test/cuda_exact_check.py's job.
 //
-//   row_items_bench [rows] [length] [reps]
+// Build (no GPU needed; torch's headers for c10), then run on the GPU machine:
+//   nvcc -std=c++20 --expt-relaxed-constexpr -O3 -gencode arch=compute_90,code=sm_90 -I. \
+//        -I<site-packages>/torch/include -o build-micro/row_items_bench bench/row_items_bench.cu
+//   build-micro/row_items_bench [rows] [length] [reps]      (CHUNK=k: k tiles per look-back chunk)
 #include <c10/cuda/CUDAException.h>
 #undef C10_CUDA_KERNEL_LAUNCH_CHECK
 #define C10_CUDA_KERNEL_LAUNCH_CHECK() ((void)0)
