@@ -123,6 +123,10 @@ def workloads(quick):
     add("cummax dim 0", big, 0, cmx(0), tcmx(0), idx_bytes=8)
     add("cummax (8, 32768, 4096) dim 1", (8, 32768 // q0, 4096), 1, cmx(1), tcmx(1), idx_bytes=8)
     add("cummax bf16", big, 1, cmx(1), tcmx(1), dtype=torch.bfloat16, idx_bytes=8)
+    lcse = lambda d: (lambda x, m: ops.logcumsumexp(x, d))  # noqa: E731
+    tlcse = lambda d: (lambda x, m: torch.logcumsumexp(x, d))  # noqa: E731
+    add("logcumsumexp 1-D 2^28", ((1 << 28) // q0,), 0, lcse(0), tlcse(0))
+    add("logcumsumexp (64, 2^22) dim 1", (64, (1 << 22) // q0), 1, lcse(1), tlcse(1))
     add(f"c64 cumsum ({big[0]}, {big[1] // 2})", (big[0], big[1] // 2), 1, cs(1), tcs(1),
         dtype=torch.complex64)
     # logcumsumexp forward + backward: forward x in, y out; backward g in, the saved x and y in
