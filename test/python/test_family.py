@@ -24,7 +24,7 @@ import pytest
 import torch
 from torch.autograd import gradcheck, gradgradcheck
 
-from reference import (DEVICES, FLAG_IDS, FLAGS, dtype_id, eps_acc, linrec_ref,
+from reference import (DEVICES, FLAG_IDS, FLAGS, call, dtype_id, eps_acc, linrec_ref,
                        make_gen, make_layout, needs_cuda, ops, poison_allocator, same_bits,
                        scan_ref)
 
@@ -679,16 +679,8 @@ def complex_data(role, shape, dtype, gen, n_scan=16, device="cpu"):
 def check_complex(op, x, dim, exclusive=False, reverse=False, *, mask=None, a=None, ctx=""):
     """op on complex x against a complex128 reference with a bound on |got - ref|."""
     before = [t.clone() for t in (x, mask, a) if t is not None]
-    poison_allocator(x.device, max(x.numel(), 1) * 16)
-    kw = dict(exclusive=exclusive, reverse=reverse)
-    if op == "cumsum":
-        got = ops.cumsum(x, dim, **kw)
-    elif op == "masked_cumsum":
-        got = ops.masked_cumsum(x, mask, dim, **kw)
-    elif op == "cumprod":
-        got = ops.cumprod(x, dim, **kw)
-    else:
-        got = ops.linear_recurrence(a, x, dim, **kw)
+    poison_allocator(x.device, max(x.numel(), 1) * 16)  # complex128: 16 bytes an element
+    got = call(op, dim, exclusive, reverse, x=x, mask=mask, a=a, poison=False)
     ctx = (f"{op}(shape={tuple(x.shape)}, strides={x.stride()}, {dtype_id(x.dtype)}, dim={dim}, "
            f"exclusive={exclusive}, reverse={reverse}) on {x.device} {ctx}")
     assert got.dtype == x.dtype, f"{ctx}: dtype {got.dtype}"
