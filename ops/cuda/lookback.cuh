@@ -3,7 +3,8 @@
 //
 // Each tile (a row chunk or a column tile: the callers' work item) publishes its aggregate as
 // soon as its block has reduced it; then its block's first warp reads its predecessors'
-// published states, kWindow (128) at a time, until it meets an inclusive prefix; the tile then publishes its own inclusive prefix. Blocks take tiles in
+// published states, kWindow (128) at a time, until it meets an inclusive prefix; the tile
+// then publishes its own inclusive prefix. Blocks take tiles in
 // order from an atomic counter, so every tile a block waits for belongs to a running block
 // that publishes its aggregate without waiting: no deadlock whatever the grid.
 //
@@ -116,11 +117,12 @@ __device__ __forceinline__ typename Combine::state_t fold_left(int n, At&& at) {
 template <class Combine>
 struct LookBack {
   using state_t = typename Combine::state_t;
-  // A round of the walk reads kWindow predecessors (kReads per lane, all loads issued
-  // before any is waited on). A round costs two dependent L2 round trips (flag, then state)
-  // whatever its width, and the tiles of a line complete at about kWindow per round: measured
-  // on the H100, 1-D float32 cumsum, one predecessor per lane: ~40 ns per tile (54% of copy),
-  // the same for tiles of 1024 to 8192 elements; without the look-back 99%.
+  // A round of the walk reads kWindow predecessors (kReads per lane, all flag loads issued
+  // before any is waited on): a walk deeper than 32 predecessors (measured on the H100, 1-D
+  // float32 rows, one look-back per tile: ~90 deep on average) takes fewer rounds of two
+  // dependent L2 round trips (flag, then state). Measured there, it did not change the
+  // speed (1-D cumsum 54% of copy with 1 or 4 reads per lane): the block's stall in the
+  // look-back, not the walk, was the cost, and chunks of tiles (row_scan.cuh) are the remedy.
   static constexpr int kReads = 4;
   static constexpr int kWindow = kReads * kWarpSize;
   // Predecessor states a walk keeps for the fold; a walk that finds no inclusive prefix
