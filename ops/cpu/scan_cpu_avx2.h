@@ -399,6 +399,118 @@ static void col_walk_impl(const Ptrs<T>& p, int64_t n, int64_t inner, bool rev, 
   }
 }
 
+// ---- complex sums, rows ------------------------------------------------------------------
+// A complex element is two consecutive T (re, im); complex64 accumulates in complex<double>
+// (torch's CPU accumulation type, at::acc_type<c10::complex<float>, false>), complex128 in
+// itself. A vector of 4 float64 lanes holds two elements [re0, im0, re1, im1]: a complex sum
+// is the lane-wise sum of (re, im) pairs, so the in-register scan is one shift by two lanes
+// (one element). A group of 4 elements = two such vectors: P0 = scan(v0), P1 = scan(v1) +
+// last(P0), outputs L + P (then C + that with a carry-in), L = L + last(P1); then a 2-element
+// group and a single-element tail (128-bit). Reverse scans mirror the shifts in memory order,
+// as for the real kernels. The same function computes a block's total (write = false).
+struct CplxS {
+  double re, im;
+};
+static SCANOPS_AI __m128d cs_load(const CplxS& s) { return _mm_set_pd(s.im, s.re); }
+static SCANOPS_AI CplxS cs_store(__m128d v) {
+  CplxS s;
+  _mm_storel_pd(&s.re, v);
+  _mm_storeh_pd(&s.im, v);
+  return s;
+}
+// Two complex elements at p (4 T) as 4 float64 lanes.
+static SCANOPS_AI __m128d cload1(const float* p) {
+  return _mm_cvtps_pd(_mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(p))));
+}
+static SCANOPS_AI __m128d cload1(const double* p) { return _mm_loadu_pd(p); }
+static SCANOPS_AI void cstore1(float* p, __m128d v) {
+  _mm_store_sd(reinterpret_cast<double*>(p), _mm_castps_pd(_mm_cvtpd_ps(v)));
+}
+static SCANOPS_AI void cstore1(double* p, __m128d v) { _mm_storeu_pd(p, v); }
+// Lanes [m0, m0, m1, m1] (all ones where the element's mask is set).
+static SCANOPS_AI __m256d cmask2(const bool* m) {
+  const int32_t b0 = m[0] ? 1 : 0, b1 = m[1] ? 1 : 0;
+  const int32_t bits = b0 | (b0 << 8) | (b1 << 16) | (b1 << 24);
+  const __m256i b = _mm256_cvtepu8_epi64(_mm_cvtsi32_si128(bits));
+  return _mm256_castsi256_pd(_mm256_cmpgt_epi64(b, _mm256_setzero_si256()));
+}
+// shift by one element in scan order, zero entering
+template <bool kRev>
+static SCANOPS_AI __m256d cshift(__m256d x) {
+  return kRev ? _mm256_permute2f128_pd(x, x, 0x81) : _mm256_permute2f128_pd(x, x, 0x08);
+}
+// the last element in scan order, in both halves
+template <bool kRev>
+static SCANOPS_AI __m256d cbcast_last(__m256d x) {
+  return kRev ? _mm256_permute2f128_pd(x, x, 0x00) : _mm256_permute2f128_pd(x, x, 0x11);
+}
+// exclusive from inclusive: [last(prev), o0] forward, [o1, first-in-memory(prev)] reverse
+template <bool kRev>
+static SCANOPS_AI __m256d cshift_in(__m256d o, __m256d prev) {
+  return kRev ? _mm256_permute2f128_pd(o, prev, 0x21) : _mm256_permute2f128_pd(prev, o, 0x21);
+}
+
+// Scan positions [s0, s1) (elements) of the complex row starting at element `row` (length n);
+// p's pointers are to T (two per element). Returns the block's local total.
+template <class T, bool kRev, bool kMask, bool kExcl, bool kWrite, bool kCarry, bool kNT>
+static CplxS crow_block_impl(const Ptrs<T>& p, int64_t row, int64_t n, int64_t s0, int64_t s1, CplxS C) {
+  const __m128d c1 = cs_load(C);
+  const __m256d Cv = _mm256_broadcast_pd(&c1);
+  __m256d L = _mm256_setzero_pd();
+  __m256d prev = kCarry ? Cv : _mm256_setzero_pd();
+  // element index of the first of the 2 elements of a vector at scan position s
+  auto at2 = [&](int64_t s) SCANOPS_AIL { return kRev ? row + n - 2 - s : row + s; };
+  auto load = [&](int64_t s) SCANOPS_AIL {
+    const int64_t e = at2(s);
+    __m256d v = load4(p.in + 2 * e);
+    if constexpr (kMask) v = _mm256_and_pd(v, cmask2(p.mask + e));
+    return v;
+  };
+  auto scan = [&](__m256d v) SCANOPS_AIL { return _mm256_add_pd(cshift<kRev>(v), v); };
+  auto emit = [&](int64_t s, __m256d R) SCANOPS_AIL {
+    __m256d o = kCarry ? _mm256_add_pd(Cv, R) : R;
+    if constexpr (kExcl) {
+      const __m256d e = cshift_in<kRev>(o, prev);
+      prev = o;
+      o = e;
+    }
+    store4<kNT>(p.out + 2 * at2(s), o);
+  };
+  int64_t s = s0;
+  for (; s + 4 <= s1; s += 4) {
+    const __m256d P0 = scan(load(s));
+    const __m256d P1 = _mm256_add_pd(cbcast_last<kRev>(P0), scan(load(s + 2)));
+    if constexpr (kWrite) {
+      emit(s, _mm256_add_pd(L, P0));
+      emit(s + 2, _mm256_add_pd(L, P1));
+    }
+    L = _mm256_add_pd(L, cbcast_last<kRev>(P1));
+  }
+  if (s + 2 <= s1) {
+    const __m256d P0 = scan(load(s));
+    if constexpr (kWrite) emit(s, _mm256_add_pd(L, P0));
+    L = _mm256_add_pd(L, cbcast_last<kRev>(P0));
+    s += 2;
+  }
+  __m128d l = _mm256_castpd256_pd128(L);
+  // the element before the tail: the last one in scan order of prev
+  __m128d pv = kRev ? _mm256_castpd256_pd128(prev) : _mm256_extractf128_pd(prev, 1);
+  for (; s < s1; ++s) {
+    const int64_t e = kRev ? row + n - 1 - s : row + s;
+    __m128d x = cload1(p.in + 2 * e);
+    if constexpr (kMask) {
+      if (!p.mask[e]) x = _mm_setzero_pd();
+    }
+    l = _mm_add_pd(l, x);
+    if constexpr (kWrite) {
+      const __m128d o = kCarry ? _mm_add_pd(c1, l) : l;
+      cstore1(p.out + 2 * e, kExcl ? pv : o);
+      pv = o;
+    }
+  }
+  return cs_store(l);
+}
+
 static SCANOPS_AI void sfence() { _mm_sfence(); }
 
 #undef SCANOPS_AI

@@ -35,6 +35,7 @@ SHAPES = [
 ]
 DTYPES = [torch.float32, torch.float64, torch.bfloat16, torch.int32]
 THREADS = [1, 2, 3, 4]
+FLAGS = [(False, False), (True, False), (False, True), (True, True)]
 CASES = [("cumsum", False, False), ("cumsum", True, False), ("cumsum", False, True),
          ("cumsum", True, True), ("masked_cumsum", False, False), ("masked_cumsum", True, True),
          ("cumprod", False, False), ("cumprod", True, True), ("linear_recurrence", False, False),
@@ -104,6 +105,56 @@ def test_bitwise_independent_of_threads(op, excl, rev, dtype, seed):
         else:
             v = torch.where(m, x.long(), 0) if op == "masked_cumsum" else x.long()
             assert torch.equal(want, scan_ref("prod" if op == "cumprod" else "sum", v, dim, excl, rev))
+
+
+# Complex sums (the AVX2 complex row kernel where the CPU has AVX2): rows crossing the fixed
+# blocks (16384 complex64 / 8192 complex128 elements) with ragged tails, odd and tiny lengths,
+# rows of 2 and 4, a start that is not 16-byte aligned, columns.
+COMPLEX_SHAPES = [((100_003,), 0), ((3, 40_001), 1), ((64, 1001), 1), ((1000, 4), 1), ((999, 2), 1),
+                  ((7, 3), 1), ((5, 1), 1), ((70_001, 5), 0), ((257, 1031), 0)]
+
+
+@pytest.mark.parametrize("dtype", [torch.complex64, torch.complex128], ids=["complex64", "complex128"])
+@pytest.mark.parametrize("masked", [False, True], ids=["cumsum", "masked"])
+def test_complex_sums_bitwise_independent_of_threads(dtype, masked, seed):
+    g = torch.Generator().manual_seed(seed)
+    real = torch.float32 if dtype == torch.complex64 else torch.float64
+    for shape, dim in COMPLEX_SHAPES + [((40_003,), 0)]:
+        unaligned = shape == (40_003,)
+        n_alloc = (shape[0] + 1,) if unaligned else shape
+        for kind in ("int", "randn"):
+            if kind == "int":  # small integers: every partial sum is exact, any order
+                x = torch.complex(torch.randint(-3, 4, n_alloc, generator=g).to(real),
+                                  torch.randint(-3, 4, n_alloc, generator=g).to(real))
+            else:
+                x = torch.complex(torch.randn(n_alloc, generator=g, dtype=real),
+                                  torch.randn(n_alloc, generator=g, dtype=real))
+            if unaligned:
+                x = x[1:]  # data pointer 8 (complex64) / 16 (complex128) bytes past the allocation
+            m = torch.rand(shape, generator=g) < 0.6
+            for excl, rev in FLAGS:
+                def f():
+                    if masked:
+                        return ops.masked_cumsum(x, m, dim, exclusive=excl, reverse=rev)
+                    return ops.cumsum(x, dim, exclusive=excl, reverse=rev)
+                torch.set_num_threads(1)
+                want = f()
+                assert torch.equal(torch.view_as_real(f()), torch.view_as_real(want)), (shape, dim)
+                for t in THREADS[1:]:
+                    torch.set_num_threads(t)
+                    assert torch.equal(torch.view_as_real(f()), torch.view_as_real(want)), (shape, dim, t)
+                v = x.to(torch.complex128) * (m if masked else 1)
+                ref = scan_ref("sum", v, dim, excl, rev)
+                ctx = (dtype, masked, shape, dim, kind, excl, rev)
+                if kind == "int":
+                    assert torch.equal(want, ref.to(dtype)), ctx
+                else:
+                    # complex<double> accumulation, one rounding to the output type
+                    eps = torch.finfo(real).eps
+                    bound = scan_ref("sum", v.abs().to(torch.complex128), dim, excl, rev).real
+                    tol = eps * ref.abs() + (1e-12 if real == torch.float32 else 64 * eps) * bound + 1e-30
+                    assert bool(((want.to(torch.complex128) - ref).abs() <= tol).all()), ctx
+    torch.set_num_threads(1)
 
 
 def test_float32_accuracy_matches_float64_accumulation():
