@@ -29,9 +29,10 @@
 //
 // Kernels: AVX2 + FMA (float32 / float64 inputs, float64 lanes: float32 accumulates in
 // float64 as torch's CPU kernel does; complex64 / complex128 sums along rows with
-// complex<double> states, two elements a vector) in scan_cpu_avx2.h, compiled with a GCC
-// target pragma and used only when the CPU has AVX2 and FMA (and ATen's capability is not forced to
-// DEFAULT, SCANOPS_CPU_KERNELS != generic); a portable scalar kernel for every other case.
+// complex<double> states, two elements a vector; cummax / cummin along float32 / float64
+// rows) in scan_cpu_avx2.h, compiled with a GCC target pragma and used only when the CPU
+// has AVX2 and FMA (and ATen's capability is not forced to DEFAULT, SCANOPS_CPU_KERNELS !=
+// generic); a portable scalar kernel for every other case.
 // Large outputs are written with streaming (non-temporal) stores.
 #include <ATen/Parallel.h>
 #include <ATen/Version.h>
@@ -284,6 +285,60 @@ struct CplxSumKernel {
               crow_block_impl<T, R(), M(), E(), true, false, NT()>(p, o * c.n, c.n, 0, c.n, identity());
           });
         });
+      });
+    });
+  }
+  static void finish(const Ctx& c) {
+    if (c.stream) sfence();
+  }
+  struct Guard {};
+};
+
+// cummax / cummin along rows of float32 / float64 (inner == 1). A block with a carry-in is
+// walked from the carry (a selection: combine(C, L) is the walk from C, whatever the
+// association); the block's returned state is then combine(C, L), and fold(C, combine(C, L))
+// = combine(C, L) (selections are idempotent), so the Scheduler's folds stay exact.
+template <class T, bool kMax>
+struct ExtKernel {
+  using Combine = ExtremumCombine<T, kMax>;
+  using S = IndexedState<T>;
+  using cst_t = S;
+  static S identity() { return Combine::identity(); }
+  static S fold(const S& C, const S& T_) { return Combine::combine(C, T_); }
+  static bool stream_ok(const Ctx& c, int64_t o) {
+    // 32-byte stores at every group: the row's first (forward) / last (reverse) element
+    const int64_t end = c.reverse ? (o + 1) * c.n : o * c.n;
+    return c.stream && reinterpret_cast<uintptr_t>(static_cast<T*>(c.out) + end) % 32 == 0 &&
+           reinterpret_cast<uintptr_t>(c.idx + end) % 32 == 0;
+  }
+  __attribute__((noinline)) static S row_block(const Ctx& c, int64_t o, int64_t s0, int64_t s1, const S& C,
+                                               bool carry, bool write) {
+    const T* in = static_cast<const T*>(c.in);
+    T* out = static_cast<T*>(c.out);
+    const S st = carry ? C : identity();
+    S r{};
+    if (!write) {
+      with_bool(c.reverse, [&](auto R) {
+        r = ext_row_impl<T, kMax, R(), false, false, false>(in, out, c.idx, o * c.n, c.n, s0, s1, st);
+      });
+      return r;
+    }
+    with_bool(c.reverse, [&](auto R) {
+      with_bool(c.exclusive, [&](auto E) {
+        with_bool(stream_ok(c, o) && s0 % (32 / int64_t(sizeof(T))) == 0, [&](auto NT) {
+          r = ext_row_impl<T, kMax, R(), E(), true, NT()>(in, out, c.idx, o * c.n, c.n, s0, s1, st);
+        });
+      });
+    });
+    return r;
+  }
+  __attribute__((noinline)) static void rows_short(const Ctx& c, int64_t o0, int64_t o1) {
+    const T* in = static_cast<const T*>(c.in);
+    T* out = static_cast<T*>(c.out);
+    with_bool(c.reverse, [&](auto R) {
+      with_bool(c.exclusive, [&](auto E) {
+        for (int64_t o = o0; o < o1; ++o)
+          ext_row_impl<T, kMax, R(), E(), true, false>(in, out, c.idx, o * c.n, c.n, 0, c.n, identity());
       });
     });
   }
@@ -717,6 +772,15 @@ struct CpuRunner {
             Combine::arity == 2, avx2::AffineOp,
             std::conditional_t<std::is_same_v<Combine, SumCombine<double>>, avx2::SumOp, avx2::ProdOp>>;
         Scheduler<avx2::Kernel<Op, in_t>>::run(c, block_elems);
+        return;
+      }
+    }
+    // cummax / cummin along rows of float32 / float64.
+    if constexpr ((std::is_same_v<in_t, float> || std::is_same_v<in_t, double>) && std::is_same_v<in_t, out_t> &&
+                  (std::is_same_v<Combine, MaxCombine<in_t>> || std::is_same_v<Combine, MinCombine<in_t>>)) {
+      if (use_avx2() && c.inner == 1) {
+        if (c.outer == 0 || c.n == 0) return;
+        Scheduler<avx2::ExtKernel<in_t, std::is_same_v<Combine, MaxCombine<in_t>>>>::rows(c, block_elems);
         return;
       }
     }

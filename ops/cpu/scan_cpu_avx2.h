@@ -511,6 +511,216 @@ static CplxS crow_block_impl(const Ptrs<T>& p, int64_t row, int64_t n, int64_t s
   return cs_store(l);
 }
 
+// ---- cummax / cummin, rows (float32 / float64) ----------------------------------------------
+// A selection rounds nothing, so any walk gives torch's bits; this one is branch-light for the
+// common case. The line is walked in groups of one vector (8 floats / 4 doubles) from the
+// running state (m, mi): if no element of the group wins against m (max: x >= m, min: x <= m,
+// or x is NaN; one compare pair and a movemask), every output of the group -- inclusive or
+// exclusive -- is (m, mi): two broadcast vector stores of the values, 2 or 1 of the int64
+// indices. Otherwise the group is walked element by element with torch's rule. Random data
+// changes the running extremum O(log n) times per line: nearly every group takes the first
+// path; monotone data takes the second, at about the scalar walk's speed.
+static SCANOPS_AI __m256 vset1(float v) { return _mm256_set1_ps(v); }
+static SCANOPS_AI __m256d vset1(double v) { return _mm256_set1_pd(v); }
+static SCANOPS_AI __m256 vloadu(const float* p) { return _mm256_loadu_ps(p); }
+static SCANOPS_AI __m256d vloadu(const double* p) { return _mm256_loadu_pd(p); }
+template <bool kNT>
+static SCANOPS_AI void vstore(float* p, __m256 v) {
+  if constexpr (kNT) _mm256_stream_ps(p, v); else _mm256_storeu_ps(p, v);
+}
+template <bool kNT>
+static SCANOPS_AI void vstore(double* p, __m256d v) {
+  if constexpr (kNT) _mm256_stream_pd(p, v); else _mm256_storeu_pd(p, v);
+}
+template <bool kNT>
+static SCANOPS_AI void istore(int64_t* p, __m256i v) {
+  if constexpr (kNT) {
+    _mm256_stream_si256(reinterpret_cast<__m256i*>(p), v);
+  } else {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), v);
+  }
+}
+// bit k set where x[k] wins against m (or is NaN)
+template <bool kMax>
+static SCANOPS_AI int wins_mask(__m256 x, __m256 m) {
+  const __m256 w = _mm256_or_ps(_mm256_cmp_ps(x, m, kMax ? _CMP_GE_OQ : _CMP_LE_OQ), _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+  return _mm256_movemask_ps(w);
+}
+template <bool kMax>
+static SCANOPS_AI int wins_mask(__m256d x, __m256d m) {
+  const __m256d w =
+      _mm256_or_pd(_mm256_cmp_pd(x, m, kMax ? _CMP_GE_OQ : _CMP_LE_OQ), _mm256_cmp_pd(x, x, _CMP_UNORD_Q));
+  return _mm256_movemask_pd(w);
+}
+
+// A group that has a winner: an in-register scan of (value, offset in the group) pairs over
+// the vector (log steps; the lane entering a shift is the identity, which every element beats),
+// then combined with the running state (mv, iv) (broadcasts). Writes the group's outputs
+// (exclusive: shifted by one, the running state entering) and advances (mv, iv) to the last
+// lane in scan order. `pbase` is the position of scan offset 0 (forward: s; reverse: n-1-s).
+template <bool kMax>
+static SCANOPS_AI __m256 win8(__m256 later, __m256 earlier) {
+  return _mm256_or_ps(_mm256_cmp_ps(later, earlier, kMax ? _CMP_GE_OQ : _CMP_LE_OQ),
+                      _mm256_cmp_ps(later, later, _CMP_UNORD_Q));
+}
+template <bool kMax>
+static SCANOPS_AI __m256d win4(__m256d later, __m256d earlier) {
+  return _mm256_or_pd(_mm256_cmp_pd(later, earlier, kMax ? _CMP_GE_OQ : _CMP_LE_OQ),
+                      _mm256_cmp_pd(later, later, _CMP_UNORD_Q));
+}
+// shift by D lanes in scan order (reverse: toward lower memory lanes), `fill` entering
+template <bool kRev, int D>
+static SCANOPS_AI __m256 sh8(__m256 x, __m256 fill) {
+  if constexpr (D == 4) {
+    return kRev ? _mm256_permute2f128_ps(x, fill, 0x31) : _mm256_permute2f128_ps(x, fill, 0x02);
+  } else if constexpr (D == 2) {
+    return kRev ? _mm256_blend_ps(_mm256_permutevar8x32_ps(x, _mm256_setr_epi32(2, 3, 4, 5, 6, 7, 7, 7)), fill, 0xC0)
+                : _mm256_blend_ps(_mm256_permutevar8x32_ps(x, _mm256_setr_epi32(0, 0, 0, 1, 2, 3, 4, 5)), fill, 0x03);
+  } else {
+    return kRev ? _mm256_blend_ps(_mm256_permutevar8x32_ps(x, _mm256_setr_epi32(1, 2, 3, 4, 5, 6, 7, 7)), fill, 0x80)
+                : _mm256_blend_ps(_mm256_permutevar8x32_ps(x, _mm256_setr_epi32(0, 0, 1, 2, 3, 4, 5, 6)), fill, 0x01);
+  }
+}
+template <bool kRev, int D>
+static SCANOPS_AI __m256d sh4(__m256d x, __m256d fill) {
+  if constexpr (D == 2) {
+    return kRev ? _mm256_permute2f128_pd(x, fill, 0x31) : _mm256_permute2f128_pd(x, fill, 0x02);
+  } else {
+    return kRev ? _mm256_blend_pd(_mm256_permute4x64_pd(x, 0xF9), fill, 0x8)
+                : _mm256_blend_pd(_mm256_permute4x64_pd(x, 0x90), fill, 0x1);
+  }
+}
+template <bool kMax, bool kRev, bool kExcl, bool kWrite, bool kNT>
+static SCANOPS_AI void ext_group(__m256 x, float* out, int64_t* idx, int64_t pbase, __m256& mv, __m256i& iv) {
+  const __m256 fill = _mm256_set1_ps(kMax ? -__builtin_inff() : __builtin_inff());
+  __m256 v = x;
+  __m256 k = _mm256_castsi256_ps(kRev ? _mm256_setr_epi32(7, 6, 5, 4, 3, 2, 1, 0)
+                                      : _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  auto step = [&](auto D) SCANOPS_AIL {
+    const __m256 a = sh8<kRev, decltype(D)::value>(v, fill);
+    const __m256 ka = sh8<kRev, decltype(D)::value>(k, k);
+    const __m256 sel = win8<kMax>(v, a);
+    v = _mm256_blendv_ps(a, v, sel);
+    k = _mm256_blendv_ps(ka, k, sel);
+  };
+  step(std::integral_constant<int, 1>{});
+  step(std::integral_constant<int, 2>{});
+  step(std::integral_constant<int, 4>{});
+  const __m256 sel = win8<kMax>(v, mv);
+  const __m256 vo = _mm256_blendv_ps(mv, v, sel);
+  const __m256i ki = _mm256_castps_si256(k), si = _mm256_castps_si256(sel);
+  const __m256i base = _mm256_set1_epi64x(pbase);
+  auto pos = [&](__m128i k4) SCANOPS_AIL {
+    const __m256i k64 = _mm256_cvtepi32_epi64(k4);
+    return kRev ? _mm256_sub_epi64(base, k64) : _mm256_add_epi64(base, k64);
+  };
+  const __m256i lo = _mm256_blendv_epi8(iv, pos(_mm256_castsi256_si128(ki)), _mm256_cvtepi32_epi64(_mm256_castsi256_si128(si)));
+  const __m256i hi = _mm256_blendv_epi8(iv, pos(_mm256_extracti128_si256(ki, 1)), _mm256_cvtepi32_epi64(_mm256_extracti128_si256(si, 1)));
+  if constexpr (kWrite) {
+    if constexpr (kExcl) {
+      vstore<kNT>(out, sh8<kRev, 1>(vo, mv));
+      if constexpr (kRev) {
+        istore<kNT>(idx, _mm256_blend_epi32(_mm256_permute4x64_epi64(lo, 0xF9), _mm256_permute4x64_epi64(hi, 0x00), 0xC0));
+        istore<kNT>(idx + 4, _mm256_blend_epi32(_mm256_permute4x64_epi64(hi, 0xF9), iv, 0xC0));
+      } else {
+        istore<kNT>(idx, _mm256_blend_epi32(_mm256_permute4x64_epi64(lo, 0x90), iv, 0x03));
+        istore<kNT>(idx + 4, _mm256_blend_epi32(_mm256_permute4x64_epi64(hi, 0x90), _mm256_permute4x64_epi64(lo, 0xFF), 0x03));
+      }
+    } else {
+      vstore<kNT>(out, vo);
+      istore<kNT>(idx, lo);
+      istore<kNT>(idx + 4, hi);
+    }
+  }
+  if constexpr (kRev) {
+    mv = _mm256_permutevar8x32_ps(vo, _mm256_setzero_si256());
+    iv = _mm256_permute4x64_epi64(lo, 0x00);
+  } else {
+    mv = _mm256_permutevar8x32_ps(vo, _mm256_set1_epi32(7));
+    iv = _mm256_permute4x64_epi64(hi, 0xFF);
+  }
+}
+template <bool kMax, bool kRev, bool kExcl, bool kWrite, bool kNT>
+static SCANOPS_AI void ext_group(__m256d x, double* out, int64_t* idx, int64_t pbase, __m256d& mv, __m256i& iv) {
+  const __m256d fill = _mm256_set1_pd(kMax ? -__builtin_inf() : __builtin_inf());
+  __m256d v = x;
+  __m256d k = _mm256_castsi256_pd(kRev ? _mm256_setr_epi64x(3, 2, 1, 0) : _mm256_setr_epi64x(0, 1, 2, 3));
+  auto step = [&](auto D) SCANOPS_AIL {
+    const __m256d a = sh4<kRev, decltype(D)::value>(v, fill);
+    const __m256d ka = sh4<kRev, decltype(D)::value>(k, k);
+    const __m256d sel = win4<kMax>(v, a);
+    v = _mm256_blendv_pd(a, v, sel);
+    k = _mm256_blendv_pd(ka, k, sel);
+  };
+  step(std::integral_constant<int, 1>{});
+  step(std::integral_constant<int, 2>{});
+  const __m256d sel = win4<kMax>(v, mv);
+  const __m256d vo = _mm256_blendv_pd(mv, v, sel);
+  const __m256i base = _mm256_set1_epi64x(pbase), k64 = _mm256_castpd_si256(k);
+  const __m256i p = kRev ? _mm256_sub_epi64(base, k64) : _mm256_add_epi64(base, k64);
+  const __m256i io = _mm256_blendv_epi8(iv, p, _mm256_castpd_si256(sel));
+  if constexpr (kWrite) {
+    if constexpr (kExcl) {
+      vstore<kNT>(out, sh4<kRev, 1>(vo, mv));
+      istore<kNT>(idx, _mm256_castpd_si256(sh4<kRev, 1>(_mm256_castsi256_pd(io), _mm256_castsi256_pd(iv))));
+    } else {
+      vstore<kNT>(out, vo);
+      istore<kNT>(idx, io);
+    }
+  }
+  if constexpr (kRev) {
+    mv = _mm256_permute4x64_pd(vo, 0x00);
+    iv = _mm256_permute4x64_epi64(io, 0x00);
+  } else {
+    mv = _mm256_permute4x64_pd(vo, 0xFF);
+    iv = _mm256_permute4x64_epi64(io, 0xFF);
+  }
+}
+
+// Scan positions [s0, s1) of the row starting at element `row` (length n), from the running
+// state st (the identity: the lowest / highest value and index -1); returns the state after
+// the block. kWrite: write the values and indices (exclusive: the state before each element).
+template <class T, bool kMax, bool kRev, bool kExcl, bool kWrite, bool kNT>
+static IndexedState<T> ext_row_impl(const T* in, T* out, int64_t* idx, int64_t row, int64_t n, int64_t s0,
+                                    int64_t s1, IndexedState<T> st) {
+  constexpr int64_t W = 32 / sizeof(T);
+  auto mv = vset1(st.v);
+  auto iv = _mm256_set1_epi64x(st.i);
+  int64_t s = s0;
+  for (; s + W <= s1; s += W) {
+    const int64_t at = kRev ? row + n - W - s : row + s;
+    const auto x = vloadu(in + at);
+    if (wins_mask<kMax>(x, mv) == 0) {
+      if constexpr (kWrite) {
+        vstore<kNT>(out + at, mv);
+        for (int64_t k = 0; k < W; k += 4) istore<kNT>(idx + at + k, iv);
+      }
+      continue;
+    }
+    ext_group<kMax, kRev, kExcl, kWrite, kNT>(x, out + at, idx + at, kRev ? n - 1 - s : s, mv, iv);
+  }
+  T m;
+  std::memcpy(&m, &mv, sizeof(T));
+  int64_t mi = _mm_cvtsi128_si64(_mm256_castsi256_si128(iv));
+  for (; s < s1; ++s) {
+    const int64_t pos = kRev ? n - 1 - s : s;
+    const T x = in[row + pos];
+    if constexpr (kWrite && kExcl) {
+      out[row + pos] = m;
+      idx[row + pos] = mi;
+    }
+    if (x != x || (m == m && (kMax ? x >= m : x <= m))) {
+      m = x;
+      mi = pos;
+    }
+    if constexpr (kWrite && !kExcl) {
+      out[row + pos] = m;
+      idx[row + pos] = mi;
+    }
+  }
+  return {m, mi};
+}
+
 static SCANOPS_AI void sfence() { _mm_sfence(); }
 
 #undef SCANOPS_AI

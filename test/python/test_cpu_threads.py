@@ -157,6 +157,69 @@ def test_complex_sums_bitwise_independent_of_threads(dtype, masked, seed):
     torch.set_num_threads(1)
 
 
+def _torch_extremum(op, x, dim, excl, rev):
+    """torch.cummax / cummin with scanops' flags (exclusive: the identity (-inf / +inf, -1)
+    first; reverse: positions in the original order)."""
+    n = x.shape[dim]
+    v, i = getattr(torch, op)(x.flip(dim) if rev else x, dim)
+    if excl:
+        ident = -float("inf") if op == "cummax" else float("inf")
+        v = torch.cat([torch.full_like(v.narrow(dim, 0, 1), ident), v.narrow(dim, 0, n - 1)], dim)
+        i = torch.cat([torch.full_like(i.narrow(dim, 0, 1), -1), i.narrow(dim, 0, n - 1)], dim)
+    if rev:
+        v, i = v.flip(dim), i.flip(dim)
+        i = torch.where(i >= 0, n - 1 - i, i)
+    return v, i
+
+
+# cummax / cummin along rows of float32 / float64 (the AVX2 walk: broadcast groups, in-register
+# (value, offset) scans of groups with a winner): data kinds that take each path, rows across
+# the fixed blocks (32768 float32 / 16384 float64 elements), odd and short rows, an unaligned
+# start; values bit for bit (NaN payloads, signed zeros) and indices equal to torch's.
+EXTREMUM_SHAPES = [((100_003,), 0), ((3, 70_001), 1), ((64, 1001), 1), ((1000, 4), 1), ((99, 17), 1),
+                   ((5, 3), 1), ((4, 1), 1), ((40_003,), 0)]
+
+
+def _extremum_data(kind, shape, dtype, g):
+    if kind == "rand":
+        return torch.rand(shape, generator=g, dtype=dtype)
+    if kind == "inc":
+        return torch.arange(shape[-1], dtype=dtype).expand(shape).contiguous()
+    if kind == "dec":
+        return -torch.arange(shape[-1], dtype=dtype).expand(shape).contiguous()
+    if kind == "ties":  # few values, +0.0 and -0.0 among them
+        return torch.tensor([0.0, -0.0, 1.0, -1.0], dtype=dtype)[torch.randint(0, 4, shape, generator=g)]
+    x = torch.randn(shape, generator=g, dtype=dtype)  # "special": NaN (two payloads), +-inf
+    r = torch.rand(shape, generator=g)
+    x[r < 0.01] = float("nan")
+    x[(r >= 0.01) & (r < 0.011)] = -float("nan")
+    x[(r >= 0.02) & (r < 0.03)] = float("inf")
+    x[(r >= 0.03) & (r < 0.04)] = -float("inf")
+    return x
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["float32", "float64"])
+@pytest.mark.parametrize("op", ["cummax", "cummin"])
+def test_extremum_rows_match_torch_for_every_thread_count(op, dtype, seed):
+    g = torch.Generator().manual_seed(seed)
+    iv = torch.int32 if dtype == torch.float32 else torch.int64
+    for shape, dim in EXTREMUM_SHAPES:
+        unaligned = shape == (40_003,)
+        for kind in ("rand", "inc", "dec", "ties", "special"):
+            x = _extremum_data(kind, (shape[0] + 1,) if unaligned else shape, dtype, g)
+            if unaligned:
+                x = x[1:]
+            for excl, rev in FLAGS:
+                wv, wi = _torch_extremum(op, x, dim, excl, rev)
+                for t in THREADS:
+                    torch.set_num_threads(t)
+                    v, i = getattr(ops, op)(x, dim, exclusive=excl, reverse=rev)
+                    ctx = (op, dtype, shape, kind, excl, rev, t)
+                    assert torch.equal(i, wi), ctx
+                    assert torch.equal(v.view(iv), wv.view(iv)), ctx
+    torch.set_num_threads(1)
+
+
 def test_float32_accuracy_matches_float64_accumulation():
     """32768 uniform [0, 1) values: max relative error <= 1e-7 (float64 accumulation, one
     rounding to float32), at every thread count, for rows and columns."""
