@@ -1,28 +1,47 @@
 // scanops CUDA back end, layers 3-4 for scans along an outer dim (inner > 1).
 //
 // The lines are the (outer, inner) columns: element (o, l, i) at (o * length + l) * inner + i.
-// Three kernel families, chosen by shape in scan_columns:
+// Four kernel families, chosen by shape in scan_columns:
 //   column_scan_kernel   a thread walks one column along the scan dim carrying its state;
-//                        consecutive threads take consecutive columns (coalesced), kColUnroll
-//                        loads issued before they are combined. One launch, for problems with
-//                        enough columns to fill the GPU (or short scans).
-//   column_tile_kernel   single pass for few wide columns (inner >= 32): a tile is 32 columns
-//                        x kColTileRows scan positions, a warp per band of rows, a lane per
+//                        consecutive threads take consecutive columns (coalesced), two batches
+//                        of kColUnroll loads in flight. One launch, for problems with enough
+//                        columns to fill the GPU (or short scans).
+//   column_warp_kernel   single pass for fewer columns in many bands of 32 (>= kMinWarpBands):
+//                        a block's tile is R rows x 256 columns, each warp's 32 columns chained
+//                        to the tile above by the warp's own deterministic look-back.
+//   column_tile_kernel   single pass for few bands (16-63): a tile is 32 columns x
+//                        kColWarps * R scan positions, a warp per band of rows, a lane per
 //                        column, the tile's data in registers; the tiles of a column band are
-//                        chained by a per-column deterministic look-back (each element read
-//                        once, written once; the carry order is fixed: run-to-run identical).
-//   three passes         few narrow columns (inner < 32): chunk totals (column_scan_kernel),
-//                        their exclusive scan (scan_rows), rescan from the carries.
+//                        chained by a per-column deterministic look-back.
+//   three passes         the rest (few bands, or inner < 32): chunk totals
+//                        (column_scan_kernel), their exclusive scan (scan_rows), rescan from
+//                        the carries.
+// Every path reads each element once and writes it once except the three passes (two reads);
+// every carry order is fixed (run-to-run identical).
 #pragma once
 
 #include "ops/cuda/row_scan.cuh"
 
 namespace scanops::cuda {
 
-constexpr int kColThreads = 256;
-constexpr int kColUnroll = 8;
-constexpr int64_t kColBlocksPerSM = 32;           // grid cap (the kernel grid-strides beyond it)
-constexpr int64_t kColThreadsWantedPerSM = 2048;  // columns x chunks below which to chunk
+// A thread per column: 64-thread blocks (32768 columns fill 512 blocks, ~4 per SM),
+// kColUnroll loads per batch, two batches in flight (see the kernel).
+constexpr int kColThreads = 64;
+constexpr int kColUnroll = 16;
+constexpr int64_t kColBlocksPerSM = 32;  // grid cap (the kernel grid-strides beyond it)
+
+// Columns (x chunks) per SM a thread per column wants: the three passes cut columns into
+// chunks until there are that many.
+constexpr int64_t kColThreadsWantedPerSM = 2048;
+// Columns per SM from which a thread per column walks whole columns in one launch.
+// Selections (cummax / cummin) take it from fewer columns: measured on the H100, (32768,
+// 32768) along dim 0 and (8, 32768, 4096) along dim 1 (248 columns per SM): cummax 84-86% of
+// copy a thread per column against 71-73% with column tiles, while cumsum was level (75-77%
+// against 75-76%) and cumprod (float64 states) slower (37% against 43-47%).
+template <class Combine>
+constexpr int64_t col_whole_columns_per_sm() {
+  return Combine::selects ? 192 : kColThreadsWantedPerSM;
+}
 constexpr int64_t kMinColChunk = 32;              // scan positions per chunk, at least
 
 // The chunked column scan runs the kernel twice over the same chunks: Reduce writes each
@@ -43,7 +62,7 @@ struct ColGeometry {
 // Pass::Reduce writes the chunk's total to totals[column * chunks + chunk] (identity for the
 // last chunk, whose total nothing needs), Pass::Scan starts the chunk from that slot.
 template <class Combine, class Source, class Sink>
-__global__ void __launch_bounds__(kColThreads, 4)
+__global__ void __launch_bounds__(kColThreads, 2)
     column_scan_kernel(Source src, Sink dst, ColGeometry g, typename Combine::state_t* totals,
                        Pass pass) {
   using state_t = typename Combine::state_t;
@@ -67,29 +86,41 @@ __global__ void __launch_bounds__(kColThreads, 4)
     // Memory offset of scan position s0, and the step to the next scan position.
     const int64_t step = g.reverse ? -g.inner : g.inner;
     int64_t idx = (o * g.length + (g.reverse ? g.length - 1 - s0 : s0)) * g.inner + i;
-#pragma unroll 1
-    for (int64_t s = s0; s < s1; s += kColUnroll, idx += kColUnroll * step) {
+    // Software pipelined: the next kColUnroll loads are issued before the current ones are
+    // combined and stored, so a thread keeps up to 2 * kColUnroll loads in flight (measured
+    // on the H100 against 8 loads, not pipelined: the three passes on (2^22, 64) along dim 0
+    // 56% -> 62% of copy, (2^24, 8) 51% -> 58%).
+    auto load = [&](int64_t s, int64_t at, state_t (&x)[kColUnroll]) {
       const int m = static_cast<int>(std::min<int64_t>(kColUnroll, s1 - s));
-      state_t x[kColUnroll];
 #pragma unroll
       for (int u = 0; u < kColUnroll; ++u) {
         // (position along the column in the original order: counted, not divided out)
-        x[u] = u < m ? src.load_at(idx + u * step, g.reverse ? g.length - 1 - (s + u) : s + u)
+        x[u] = u < m ? src.load_at(at + u * step, g.reverse ? g.length - 1 - (s + u) : s + u)
                      : Combine::identity();
       }
+    };
+    state_t cur[kColUnroll];
+    load(s0, idx, cur);
+#pragma unroll 1
+    for (int64_t s = s0; s < s1; s += kColUnroll, idx += kColUnroll * step) {
+      state_t nxt[kColUnroll];
+      if (s + kColUnroll < s1) load(s + kColUnroll, idx + kColUnroll * step, nxt);
+      const int m = static_cast<int>(std::min<int64_t>(kColUnroll, s1 - s));
       if (pass == Pass::Reduce) {
 #pragma unroll
-        for (int u = 0; u < kColUnroll; ++u) carry = Combine::combine(carry, x[u]);
-        continue;
-      }
+        for (int u = 0; u < kColUnroll; ++u) carry = Combine::combine(carry, cur[u]);
+      } else {
 #pragma unroll
-      for (int u = 0; u < kColUnroll; ++u) {
-        if (u < m) {
-          if (g.exclusive) dst.store(idx + u * step, carry);
-          carry = Combine::combine(carry, x[u]);
-          if (!g.exclusive) dst.store(idx + u * step, carry);
+        for (int u = 0; u < kColUnroll; ++u) {
+          if (u < m) {
+            if (g.exclusive) dst.store(idx + u * step, carry);
+            carry = Combine::combine(carry, cur[u]);
+            if (!g.exclusive) dst.store(idx + u * step, carry);
+          }
         }
       }
+#pragma unroll
+      for (int u = 0; u < kColUnroll; ++u) cur[u] = nxt[u];
     }
     if (pass == Pass::Reduce) totals[slot] = carry;
   }
@@ -245,6 +276,125 @@ __global__ void __launch_bounds__(kColTileThreads, 2)
   }
 }
 
+// ---------------------------------------------------------------------------------------
+// column_warp_kernel: a work item is a block's tile of R scan positions x kWarpTileWarps * 32
+// columns (R = col_band_rows: 128 bytes of states per lane in registers); warp w takes the
+// item's w-th 32 columns, a lane per column. Warps are independent once the block has its
+// item: each warp chains its 32 columns to the same columns of the item above by a
+// per-column deterministic look-back done by the warp itself, in registers, so a warp waiting
+// for its carry stalls only itself while the other resident warps keep loading (the
+// column_tile_kernel below stalls its whole block on one warp's look-back).
+//
+// The look-back reads a window of the kWarpWindow nearest items above (a lane per item) and
+// waits until one of them is inclusive and every nearer one has published at least its
+// aggregate; the carry is then the sequential left fold from that inclusive prefix over the
+// nearer aggregates (run-to-run identical, as lookback.cuh). It never walks beyond the
+// window: a band's chain advances by up to kWarpWindow items per round of flag reads, which is
+// why this kernel needs many bands (kMinWarpBands).
+//
+// Measured on the H100 (fp32 cumsum, share of copy): (32768, 32768) dim 0 and (8, 32768,
+// 4096) dim 1 75-76% (column_tile_kernel 72-73%); with 16 bands ((2^20, 512) dim 0) 24%
+// (column_tile_kernel 58%), hence kMinWarpBands. Tried and dropped: a ticket per warp instead
+// of per block (the one counter's atomics cost ~0.6 ms of 3.5 on (32768, 32768)); V = 4
+// columns per lane with float4 accesses (52%: 8 rows per item, the look-back per byte 4x).
+constexpr int kWarpTileWarps = 8;
+constexpr int kWarpTileThreads = kWarpTileWarps * kWarpSize;
+constexpr int kWarpWindow = 32;
+constexpr int64_t kMinWarpBands = 64;  // bands of 32 columns
+
+template <class Combine, class Source, class Sink>
+__global__ void __launch_bounds__(kWarpTileThreads, 3)
+    column_warp_kernel(Source src, Sink dst, ColTileGeometry g,
+                       ChunkStatus<typename Combine::state_t> status) {
+  using state_t = typename Combine::state_t;
+  constexpr int R = col_band_rows<state_t>();
+  __shared__ int64_t next_item;
+  const int lane = threadIdx.x % kWarpSize;
+  const int warp = threadIdx.x / kWarpSize;
+  const int64_t bands = g.outer * g.col_tiles;  // col_tiles: ceil(inner / kWarpTileThreads)
+  const int64_t items = bands * g.row_tiles;
+
+  for (;;) {
+    if (threadIdx.x == 0) next_item = static_cast<int64_t>(atomicAdd(status.counter, 1ull));
+    __syncthreads();
+    const int64_t item = next_item;
+    __syncthreads();  // every warp has read it before the next item's write
+    if (item >= items) break;
+    const int64_t rt = item / bands;
+    const int64_t band = item - rt * bands;
+    const int64_t o = band / g.col_tiles;
+    const int64_t col = (band - o * g.col_tiles) * kWarpTileThreads + warp * kWarpSize + lane;
+    const bool active = col < g.inner;
+    // A warp whose columns are all past the end has nothing to do (nobody waits for it).
+    if (__ballot_sync(kFullMask, active) == 0) continue;
+    const int64_t s0 = rt * R;  // scan positions s0 + k, k < m
+    const int64_t step = g.reverse ? -g.inner : g.inner;
+    const int64_t idx0 = (o * g.length + (g.reverse ? g.length - 1 - s0 : s0)) * g.inner + col;
+    const int64_t m = std::min<int64_t>(R, g.length - s0);
+    // Status slot of this warp's 32 columns in item `it` (a flag, and a state per lane).
+    auto slot = [&](int64_t it) { return it * kWarpTileWarps + warp; };
+
+    state_t x[R];
+#pragma unroll
+    for (int k = 0; k < R; ++k) {
+      x[k] = (active && k < m)
+                 ? src.load_at(idx0 + k * step, g.reverse ? g.length - 1 - (s0 + k) : s0 + k)
+                 : Combine::identity();
+    }
+#pragma unroll
+    for (int k = 1; k < R; ++k) x[k] = Combine::combine(x[k - 1], x[k]);
+    const state_t agg = x[R - 1];
+
+    state_t carry = Combine::identity();
+    if (rt > 0) {
+      detail::store_cg(status.aggregate + slot(item) * kWarpSize + lane, agg);
+      __threadfence();
+      __syncwarp();
+      if (lane == 0) detail::store_release(status.flags + slot(item), kAggregate);
+      // Lane d watches item rt - 1 - d of the band (d < n: the row tiles above exist).
+      const int n = static_cast<int>(std::min<int64_t>(kWarpWindow, rt));
+      const unsigned* watched = status.flags + slot((rt - 1 - lane) * bands + band);
+      unsigned flag = kEmpty;
+      int stop = 0;
+      for (;;) {
+        if (lane < n && flag != kInclusive) flag = detail::load_acquire(watched);
+        const unsigned inc = __ballot_sync(kFullMask, lane < n && flag == kInclusive);
+        const unsigned ready = __ballot_sync(kFullMask, lane < n && flag != kEmpty);
+        if (inc != 0) {
+          stop = __ffs(static_cast<int>(inc)) - 1;  // nearest inclusive item above
+          const unsigned upto = stop == 31 ? kFullMask : (2u << stop) - 1u;
+          if ((ready & upto) == upto) break;  // and every nearer one has its aggregate
+        }
+      }
+      // Lane d acquired item d's flag; the barrier orders that before every lane's reads of
+      // item d's state (release -> acquire -> __syncwarp: causality order).
+      __syncwarp();
+      carry = fold_left<Combine>(stop + 1, [&](int d) {
+        const int64_t j = slot((rt - 1 - d) * bands + band);
+        return detail::load_cg((d == stop ? status.inclusive : status.aggregate) + j * kWarpSize +
+                               lane);
+      });
+    }
+    if (rt + 1 < g.row_tiles) {  // the last row tile has no successor
+      detail::store_cg(status.inclusive + slot(item) * kWarpSize + lane,
+                       Combine::combine(carry, agg));
+      __threadfence();
+      __syncwarp();
+      if (lane == 0) detail::store_release(status.flags + slot(item), kInclusive);
+    }
+    if (active) {
+#pragma unroll
+      for (int k = 0; k < R; ++k) {
+        if (k < m) {
+          dst.store(idx0 + k * step,
+                    g.exclusive ? (k == 0 ? carry : Combine::combine(carry, x[k - 1]))
+                                : Combine::combine(carry, x[k]));
+        }
+      }
+    }
+  }
+}
+
 // Scans the columns of an outer x length x inner problem along length.
 template <class Combine, class Source, class Sink>
 void scan_columns(const LaunchContext& ctx, const Source& src, const Sink& dst, int64_t outer,
@@ -252,12 +402,25 @@ void scan_columns(const LaunchContext& ctx, const Source& src, const Sink& dst, 
   using state_t = typename Combine::state_t;
   const int64_t columns = outer * inner;
   const int64_t wanted = ctx.sms * kColThreadsWantedPerSM;
+  const bool tiles = columns < ctx.sms * col_whole_columns_per_sm<Combine>();
   constexpr int64_t kTileRows = kColWarps * col_band_rows<state_t>();
   // The tile kernel wants many column bands in flight: with few, its tiles chain down each
   // band one after another (measured on the H100: the 2 bands of (2^22, 64) along dim 0 at
   // 25% of copy speed; the three passes reached 51% on (2^24, 8) along dim 0).
   const int64_t bands = outer * ceil_div(inner, kWarpSize);
-  if (columns < wanted && inner >= kWarpSize && length > kTileRows && bands >= kMinColBands) {
+  constexpr int64_t kWarpRows = col_band_rows<state_t>();
+  if (tiles && inner >= kWarpSize && length > kWarpRows && bands >= kMinWarpBands) {
+    const ColTileGeometry g{outer, length, inner, ceil_div(inner, kWarpTileThreads),
+                           ceil_div(length, kWarpRows), flags.exclusive, flags.reverse};
+    const int64_t items = outer * g.col_tiles * g.row_tiles;
+    const auto status =
+        make_chunk_status<state_t>(ctx, items * kWarpTileWarps, kWarpSize);  // per warp
+    column_warp_kernel<Combine, Source, Sink>
+        <<<grid_size(ctx, items, 4), kWarpTileThreads, 0, ctx.stream>>>(src, dst, g, status);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    return;
+  }
+  if (tiles && inner >= kWarpSize && length > kTileRows && bands >= kMinColBands) {
     const ColTileGeometry g{outer, length, inner, ceil_div(inner, kWarpSize),
                            ceil_div(length, kTileRows), flags.exclusive, flags.reverse};
     const int64_t items = outer * g.col_tiles * g.row_tiles;
@@ -269,7 +432,7 @@ void scan_columns(const LaunchContext& ctx, const Source& src, const Sink& dst, 
     return;
   }
   int64_t chunk_len = length;
-  if (columns < wanted && length >= 2 * kMinColChunk) {
+  if (tiles && length >= 2 * kMinColChunk) {
     chunk_len = std::max(kMinColChunk, ceil_div(length, ceil_div(wanted, columns)));
   }
   const ColGeometry g{outer,     length,          inner,        ceil_div(length, chunk_len),
