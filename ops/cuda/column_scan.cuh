@@ -139,6 +139,43 @@ constexpr int col_band_rows() {
                                                        : 32;
 }
 
+// A lane's run of R consecutive scan positions s0 + k (k < m; m may be <= 0 past the end) of
+// one column, starting at element idx0, `step` elements apart: loaded and scanned in
+// registers, then written from the carry of what precedes it. The two column tile kernels'
+// lanes are such runs.
+template <class Combine, int R>
+struct ColumnRun {
+  using state_t = typename Combine::state_t;
+  state_t x[R];  // inclusive prefixes within the run
+  int64_t idx0, step, s0, m;
+  bool active;
+
+  template <class Source>
+  __device__ __forceinline__ void load_scan(const Source& src, int64_t length, bool reverse) {
+#pragma unroll
+    for (int k = 0; k < R; ++k) {
+      x[k] = (active && k < m)
+                 ? src.load_at(idx0 + k * step, reverse ? length - 1 - (s0 + k) : s0 + k)
+                 : Combine::identity();
+    }
+#pragma unroll
+    for (int k = 1; k < R; ++k) x[k] = Combine::combine(x[k - 1], x[k]);
+  }
+  __device__ __forceinline__ const state_t& total() const { return x[R - 1]; }
+  template <class Sink>
+  __device__ __forceinline__ void store(const Sink& dst, const state_t& carry,
+                                        bool exclusive) const {
+    if (!active) return;
+#pragma unroll
+    for (int k = 0; k < R; ++k) {
+      if (k < m) {
+        dst.store(idx0 + k * step, exclusive ? (k == 0 ? carry : Combine::combine(carry, x[k - 1]))
+                                             : Combine::combine(carry, x[k]));
+      }
+    }
+  }
+};
+
 struct ColTileGeometry {
   int64_t outer, length, inner;
   int64_t col_tiles;  // per outer index: ceil(inner / 32)
@@ -177,23 +214,16 @@ __global__ void __launch_bounds__(kColTileThreads, 2)
     const int64_t band = item - rt * bands;
     const int64_t o = band / g.col_tiles;
     const int64_t col = (band - o * g.col_tiles) * kWarpSize + lane;
-    const bool active = col < g.inner;
     // Scan positions of this thread: s0 + k, k < R (those < length).
     const int64_t s0 = rt * kTileRows + int64_t{warp} * R;
-    const int64_t step = g.reverse ? -g.inner : g.inner;
-    const int64_t idx0 = (o * g.length + (g.reverse ? g.length - 1 - s0 : s0)) * g.inner + col;
-    const int64_t m = std::min<int64_t>(R, g.length - s0);  // may be <= 0 in the last tile
-
-    state_t x[R];
-#pragma unroll
-    for (int k = 0; k < R; ++k) {
-      x[k] = (active && k < m)
-                 ? src.load_at(idx0 + k * step, g.reverse ? g.length - 1 - (s0 + k) : s0 + k)
-                 : Combine::identity();
-    }
-#pragma unroll
-    for (int k = 1; k < R; ++k) x[k] = Combine::combine(x[k - 1], x[k]);
-    band_prefix[warp * kWarpSize + lane] = x[R - 1];
+    ColumnRun<Combine, R> run{{},
+                              (o * g.length + (g.reverse ? g.length - 1 - s0 : s0)) * g.inner + col,
+                              g.reverse ? -g.inner : g.inner,
+                              s0,
+                              std::min<int64_t>(R, g.length - s0),
+                              col < g.inner};
+    run.load_scan(src, g.length, g.reverse);
+    band_prefix[warp * kWarpSize + lane] = run.total();
     __syncthreads();
 
     if (warp == 0) {
@@ -209,10 +239,8 @@ __global__ void __launch_bounds__(kColTileThreads, 2)
       // the sequential left fold from the nearest inclusive prefix).
       state_t carry = Combine::identity();
       if (rt > 0) {
-        detail::store_cg(status.aggregate + item * kWarpSize + lane, agg);
-        __threadfence();
-        __syncwarp();
-        if (lane == 0) detail::store_release(status.flags + item, kAggregate);
+        detail::warp_publish(status.flags + item, status.aggregate + item * kWarpSize + lane,
+                             agg, kAggregate);
         int depth = 0;
         for (;;) {
           // Lane d < kWindow reads the flag of tile rt - 1 - depth - d (tiles above row 0:
@@ -250,10 +278,8 @@ __global__ void __launch_bounds__(kColTileThreads, 2)
         }
         carry = fold_left<Combine>(depth, [&](int d) { return history[d * kWarpSize + lane]; });
       }
-      detail::store_cg(status.inclusive + item * kWarpSize + lane, Combine::combine(carry, agg));
-      __threadfence();
-      __syncwarp();
-      if (lane == 0) detail::store_release(status.flags + item, kInclusive);
+      detail::warp_publish(status.flags + item, status.inclusive + item * kWarpSize + lane,
+                           Combine::combine(carry, agg), kInclusive);
 #pragma unroll
       for (int w = 0; w < kColWarps; ++w) {
         band_prefix[w * kWarpSize + lane] =
@@ -261,17 +287,7 @@ __global__ void __launch_bounds__(kColTileThreads, 2)
       }
     }
     __syncthreads();
-    const state_t prefix = band_prefix[warp * kWarpSize + lane];
-    if (active) {
-#pragma unroll
-      for (int k = 0; k < R; ++k) {
-        if (k < m) {
-          dst.store(idx0 + k * step,
-                    g.exclusive ? (k == 0 ? prefix : Combine::combine(prefix, x[k - 1]))
-                                : Combine::combine(prefix, x[k]));
-        }
-      }
-    }
+    run.store(dst, band_prefix[warp * kWarpSize + lane], g.exclusive);
     // (the next item's first barrier orders these reads of band_prefix before its writes)
   }
 }
@@ -324,33 +340,24 @@ __global__ void __launch_bounds__(kWarpTileThreads, 3)
     const int64_t band = item - rt * bands;
     const int64_t o = band / g.col_tiles;
     const int64_t col = (band - o * g.col_tiles) * kWarpTileThreads + warp * kWarpSize + lane;
-    const bool active = col < g.inner;
     // A warp whose columns are all past the end has nothing to do (nobody waits for it).
-    if (__ballot_sync(kFullMask, active) == 0) continue;
+    if (__ballot_sync(kFullMask, col < g.inner) == 0) continue;
     const int64_t s0 = rt * R;  // scan positions s0 + k, k < m
-    const int64_t step = g.reverse ? -g.inner : g.inner;
-    const int64_t idx0 = (o * g.length + (g.reverse ? g.length - 1 - s0 : s0)) * g.inner + col;
-    const int64_t m = std::min<int64_t>(R, g.length - s0);
+    ColumnRun<Combine, R> run{{},
+                              (o * g.length + (g.reverse ? g.length - 1 - s0 : s0)) * g.inner + col,
+                              g.reverse ? -g.inner : g.inner,
+                              s0,
+                              std::min<int64_t>(R, g.length - s0),
+                              col < g.inner};
+    run.load_scan(src, g.length, g.reverse);
+    const state_t agg = run.total();
     // Status slot of this warp's 32 columns in item `it` (a flag, and a state per lane).
     auto slot = [&](int64_t it) { return it * kWarpTileWarps + warp; };
 
-    state_t x[R];
-#pragma unroll
-    for (int k = 0; k < R; ++k) {
-      x[k] = (active && k < m)
-                 ? src.load_at(idx0 + k * step, g.reverse ? g.length - 1 - (s0 + k) : s0 + k)
-                 : Combine::identity();
-    }
-#pragma unroll
-    for (int k = 1; k < R; ++k) x[k] = Combine::combine(x[k - 1], x[k]);
-    const state_t agg = x[R - 1];
-
     state_t carry = Combine::identity();
     if (rt > 0) {
-      detail::store_cg(status.aggregate + slot(item) * kWarpSize + lane, agg);
-      __threadfence();
-      __syncwarp();
-      if (lane == 0) detail::store_release(status.flags + slot(item), kAggregate);
+      detail::warp_publish(status.flags + slot(item),
+                           status.aggregate + slot(item) * kWarpSize + lane, agg, kAggregate);
       // Lane d watches item rt - 1 - d of the band (d < n: the row tiles above exist).
       const int n = static_cast<int>(std::min<int64_t>(kWarpWindow, rt));
       const unsigned* watched = status.flags + slot((rt - 1 - lane) * bands + band);
@@ -376,22 +383,11 @@ __global__ void __launch_bounds__(kWarpTileThreads, 3)
       });
     }
     if (rt + 1 < g.row_tiles) {  // the last row tile has no successor
-      detail::store_cg(status.inclusive + slot(item) * kWarpSize + lane,
-                       Combine::combine(carry, agg));
-      __threadfence();
-      __syncwarp();
-      if (lane == 0) detail::store_release(status.flags + slot(item), kInclusive);
+      detail::warp_publish(status.flags + slot(item),
+                           status.inclusive + slot(item) * kWarpSize + lane,
+                           Combine::combine(carry, agg), kInclusive);
     }
-    if (active) {
-#pragma unroll
-      for (int k = 0; k < R; ++k) {
-        if (k < m) {
-          dst.store(idx0 + k * step,
-                    g.exclusive ? (k == 0 ? carry : Combine::combine(carry, x[k - 1]))
-                                : Combine::combine(carry, x[k]));
-        }
-      }
-    }
+    run.store(dst, carry, g.exclusive);
   }
 }
 
