@@ -203,6 +203,22 @@ def candidates(w, x, m, use_compile):
     return c
 
 
+def split_names(text):
+    """Splits --only at the commas outside parentheses: workload names such as
+    "(32768, 32768) dim 0" contain commas themselves (a plain split once let "(2^20" select
+    every (2^20, ...) workload)."""
+    parts, depth, cur = [], 0, ""
+    for ch in text:
+        depth += (ch == "(") - (ch == ")")
+        if ch == "," and depth == 0:
+            parts.append(cur)
+            cur = ""
+        else:
+            cur += ch
+    parts.append(cur)
+    return [p.strip() for p in parts if p.strip()]
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
@@ -220,7 +236,7 @@ def main():
     if hasattr(torch._dynamo.config, "accumulated_cache_size_limit"):
         torch._dynamo.config.accumulated_cache_size_limit = 4096
 
-    only = [o for o in args.only.split(",") if o]  # comma-separated name substrings
+    only = split_names(args.only)  # comma-separated name substrings
     ws = [w for w in workloads(args.quick) if not only or any(o in w["name"] for o in only)]
     for w in ws:
         esz = torch.empty((), dtype=w["dtype"]).element_size()
