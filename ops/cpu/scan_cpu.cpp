@@ -30,9 +30,9 @@
 // Kernels: AVX2 + FMA (float32 / float64 inputs, float64 lanes: float32 accumulates in
 // float64 as torch's CPU kernel does; complex64 / complex128 sums along rows with
 // complex<double> states, two elements a vector; cummax / cummin along float32 / float64
-// rows) in scan_cpu_avx2.h, compiled with a GCC target pragma and used only when the CPU
-// has AVX2 and FMA (and ATen's capability is not forced to DEFAULT, SCANOPS_CPU_KERNELS !=
-// generic); a portable scalar kernel for every other case.
+// rows and columns) in scan_cpu_avx2.h, compiled with a GCC target pragma and used only when
+// the CPU has AVX2 and FMA (and ATen's capability is not forced to DEFAULT,
+// SCANOPS_CPU_KERNELS != generic); a portable scalar kernel for every other case.
 // Large outputs are written with streaming (non-temporal) stores.
 #include <ATen/Parallel.h>
 #include <ATen/Version.h>
@@ -85,6 +85,16 @@ inline void with_bool(bool b, F&& f) {
   } else {
     f(std::false_type{});
   }
+}
+
+// SCANOPS_CPU_STREAM: unset or negative (streaming stores for outputs of at least
+// kStreamBytes), 0 (never), positive (always); see use_streaming_stores.
+inline int stream_mode() {
+  static const int mode = [] {
+    const char* e = std::getenv("SCANOPS_CPU_STREAM");
+    return e ? std::atoi(e) : -1;
+  }();
+  return mode;
 }
 
 inline void spin_pause() {
@@ -294,15 +304,22 @@ struct CplxSumKernel {
   struct Guard {};
 };
 
-// cummax / cummin along rows of float32 / float64 (inner == 1). A block with a carry-in is
-// walked from the carry (a selection: combine(C, L) is the walk from C, whatever the
+// cummax / cummin along rows (inner == 1) and columns of float32 / float64. A row block with a
+// carry-in is walked from the carry (a selection: combine(C, L) is the walk from C, whatever the
 // association); the block's returned state is then combine(C, L), and fold(C, combine(C, L))
 // = combine(C, L) (selections are idempotent), so the Scheduler's folds stay exact.
+//
+// Columns (inner > 1): the Scheduler's column state is kComps = 2 int64 components per column,
+// component-major (L[0, w): the w values of T packed in its first w * sizeof(T) bytes; L[w, 2w):
+// the positions). col_walk walks from the carry-in too (it copies C into L first): the outputs
+// are combine(C, L) directly, L ends as combine(C, L), and col_fold's combine(C, that) is that.
 template <class T, bool kMax>
 struct ExtKernel {
   using Combine = ExtremumCombine<T, kMax>;
   using S = IndexedState<T>;
-  using cst_t = S;
+  using cst_t = int64_t;
+  static constexpr int kComps = 2;
+  static constexpr int64_t kVec = 32 / int64_t(sizeof(T));
   static S identity() { return Combine::identity(); }
   static S fold(const S& C, const S& T_) { return Combine::combine(C, T_); }
   static bool stream_ok(const Ctx& c, int64_t o) {
@@ -339,6 +356,51 @@ struct ExtKernel {
       with_bool(c.exclusive, [&](auto E) {
         for (int64_t o = o0; o < o1; ++o)
           ext_row_impl<T, kMax, R(), E(), true, false>(in, out, c.idx, o * c.n, c.n, 0, c.n, identity());
+      });
+    });
+  }
+
+  static T* col_vals(cst_t* st) { return reinterpret_cast<T*>(st); }
+  static S col_get(const cst_t* st, int64_t w, int64_t j) {
+    S r;
+    std::memcpy(&r.v, reinterpret_cast<const char*>(st) + j * sizeof(T), sizeof(T));
+    r.i = st[w + j];
+    return r;
+  }
+  static void col_put(cst_t* st, int64_t w, int64_t j, const S& x) {
+    std::memcpy(reinterpret_cast<char*>(st) + j * sizeof(T), &x.v, sizeof(T));
+    st[w + j] = x.i;
+  }
+  static void col_identity(cst_t* st, int64_t w) {
+    for (int64_t j = 0; j < w; ++j) col_put(st, w, j, identity());
+  }
+  // C = carry ? combine(C, L) : L
+  __attribute__((noinline)) static void col_fold(cst_t* C, const cst_t* L, int64_t w, bool carry) {
+    for (int64_t j = 0; j < w; ++j) {
+      const S l = col_get(L, w, j);
+      col_put(C, w, j, carry ? Combine::combine(col_get(C, w, j), l) : l);
+    }
+  }
+  __attribute__((noinline)) static void col_walk(const Ctx& c, int64_t o, int64_t i0, int64_t w, int64_t s0,
+                                                 int64_t s1, cst_t* L, const cst_t* C, bool write) {
+    const T* in = static_cast<const T*>(c.in);
+    T* out = static_cast<T*>(c.out);
+    if (C != nullptr) std::copy(C, C + 2 * w, L);  // walk from the carry-in
+    if (!write) {
+      ext_col_walk_impl<T, kMax, false, false, false>(in, out, c.idx, c.n, c.inner, c.reverse, o, i0, w, s0, s1,
+                                                      col_vals(L), L + w);
+      return;
+    }
+    // Regular stores unless SCANOPS_CPU_STREAM forces streaming: on the 2-core EPYC VM
+    // streaming stores made (4096, 16384) dim 0 slower (1 thread: 513 -> 597 ms, values or
+    // indices streamed alone 569 / 578), where the rows gain nothing either way. Streamed:
+    // 32-byte stores at every row (rows of whole vectors, aligned outputs).
+    const bool nt = c.stream && stream_mode() > 0 && c.inner % kVec == 0 && i0 % kVec == 0 &&
+                    reinterpret_cast<uintptr_t>(out) % 32 == 0 && reinterpret_cast<uintptr_t>(c.idx) % 32 == 0;
+    with_bool(c.exclusive, [&](auto E) {
+      with_bool(nt, [&](auto NT) {
+        ext_col_walk_impl<T, kMax, E(), true, NT()>(in, out, c.idx, c.n, c.inner, c.reverse, o, i0, w, s0, s1,
+                                                    col_vals(L), L + w);
       });
     });
   }
@@ -717,10 +779,7 @@ void advise_huge_pages(void* p, int64_t bytes) {
 // Streaming (non-temporal) stores for outputs of at least kStreamBytes;
 // SCANOPS_CPU_STREAM=0 / 1 forces them off / on for every size.
 bool use_streaming_stores(int64_t bytes) {
-  static const int mode = [] {
-    const char* e = std::getenv("SCANOPS_CPU_STREAM");
-    return e ? std::atoi(e) : -1;
-  }();
+  const int mode = stream_mode();
   return mode < 0 ? bytes >= kStreamBytes : mode > 0;
 }
 
@@ -775,12 +834,11 @@ struct CpuRunner {
         return;
       }
     }
-    // cummax / cummin along rows of float32 / float64.
+    // cummax / cummin along rows and columns of float32 / float64.
     if constexpr ((std::is_same_v<in_t, float> || std::is_same_v<in_t, double>) && std::is_same_v<in_t, out_t> &&
                   (std::is_same_v<Combine, MaxCombine<in_t>> || std::is_same_v<Combine, MinCombine<in_t>>)) {
-      if (use_avx2() && c.inner == 1) {
-        if (c.outer == 0 || c.n == 0) return;
-        Scheduler<avx2::ExtKernel<in_t, std::is_same_v<Combine, MaxCombine<in_t>>>>::rows(c, block_elems);
+      if (use_avx2()) {
+        Scheduler<avx2::ExtKernel<in_t, std::is_same_v<Combine, MaxCombine<in_t>>>>::run(c, block_elems);
         return;
       }
     }

@@ -20,6 +20,10 @@
 // output is value(combine(C, L)) with C the block's carry-in (value(L) in a line's first
 // block). The same function computes a block's total (write = false), so a block scanned by
 // another thread from its carry-in gives the bits a one-thread run gives.
+//
+// cummax / cummin (float32 / float64; rows: ext_row_impl, columns: ext_col_walk_impl) select
+// an element and round nothing: their lanes are the input's own type, states (value, int64
+// position), and any walk or association gives torch's bits.
 #pragma once
 
 namespace avx2 {
@@ -719,6 +723,83 @@ static IndexedState<T> ext_row_impl(const T* in, T* out, int64_t* idx, int64_t r
     }
   }
   return {m, mi};
+}
+
+// ---- cummax / cummin, columns (float32 / float64) -------------------------------------------
+// Columns [i0, i0 + w) of outer index o, scan positions [s0, s1) (rev: positions n-1-s, in the
+// original order). Every SIMD lane is its own column, so a step is one compare per lane, no
+// in-register scan: load the element x and the lane's running value m, sel = x wins against m
+// (max: x >= m, min: x <= m, or x is NaN: ExtremumCombine::wins and the row kernel's rule; the
+// identity (-inf / +inf, -1) loses against every element), blend the value and the int64
+// position (two 4 x int64 vectors per 8 floats, one per 4 doubles), write the state after the
+// element (inclusive) or before it (exclusive), keep it for the next row. Columns past the
+// last whole vector take the same rule one at a time. The running state is Lv (w values of T,
+// packed) and Li (w positions), in memory between rows (w <= 2048 columns: in L1 / L2).
+template <bool kMax>
+static SCANOPS_AI __m256 col_sel(__m256 x, __m256 m) { return win8<kMax>(x, m); }
+template <bool kMax>
+static SCANOPS_AI __m256d col_sel(__m256d x, __m256d m) { return win4<kMax>(x, m); }
+static SCANOPS_AI __m256 vblend(__m256 a, __m256 b, __m256 sel) { return _mm256_blendv_ps(a, b, sel); }
+static SCANOPS_AI __m256d vblend(__m256d a, __m256d b, __m256d sel) { return _mm256_blendv_pd(a, b, sel); }
+static SCANOPS_AI __m256i iloadu(const int64_t* p) {
+  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+}
+template <class T, bool kMax, bool kExcl, bool kWrite, bool kNT>
+static void ext_col_walk_impl(const T* in, T* out, int64_t* idx, int64_t n, int64_t inner, bool rev, int64_t o,
+                              int64_t i0, int64_t w, int64_t s0, int64_t s1, T* Lv, int64_t* Li) {
+  constexpr int64_t W = 32 / sizeof(T);
+  const int64_t step = rev ? -inner : inner;
+  int64_t base = (o * n + (rev ? n - 1 - s0 : s0)) * inner + i0;
+  for (int64_t s = s0; s < s1; ++s, base += step) {
+    const int64_t pos = rev ? n - 1 - s : s;
+    const __m256i pv = _mm256_set1_epi64x(pos);
+    int64_t j = 0;
+    for (; j + W <= w; j += W) {
+      const auto x = vloadu(in + base + j);
+      const auto m = vloadu(Lv + j);
+      const auto sel = col_sel<kMax>(x, m);
+      const auto mn = vblend(m, x, sel);
+      vstore<false>(Lv + j, mn);
+      if constexpr (kWrite) vstore<kNT>(out + base + j, kExcl ? m : mn);
+      if constexpr (sizeof(T) == 4) {
+        const __m256i si = _mm256_castps_si256(sel);
+        const __m256i a = iloadu(Li + j), b = iloadu(Li + j + 4);
+        const __m256i na = _mm256_blendv_epi8(a, pv, _mm256_cvtepi32_epi64(_mm256_castsi256_si128(si)));
+        const __m256i nb = _mm256_blendv_epi8(b, pv, _mm256_cvtepi32_epi64(_mm256_extracti128_si256(si, 1)));
+        istore<false>(Li + j, na);
+        istore<false>(Li + j + 4, nb);
+        if constexpr (kWrite) {
+          istore<kNT>(idx + base + j, kExcl ? a : na);
+          istore<kNT>(idx + base + j + 4, kExcl ? b : nb);
+        }
+      } else {
+        const __m256i a = iloadu(Li + j);
+        const __m256i na = _mm256_blendv_epi8(a, pv, _mm256_castpd_si256(sel));
+        istore<false>(Li + j, na);
+        if constexpr (kWrite) istore<kNT>(idx + base + j, kExcl ? a : na);
+      }
+    }
+    for (; j < w; ++j) {  // (Lv is the int64 buffer's bytes: memcpy, no typed access)
+      const T x = in[base + j];
+      T m;
+      std::memcpy(&m, Lv + j, sizeof(T));
+      int64_t mi = Li[j];
+      if constexpr (kWrite && kExcl) {
+        out[base + j] = m;
+        idx[base + j] = mi;
+      }
+      if (x != x || (m == m && (kMax ? x >= m : x <= m))) {
+        m = x;
+        mi = pos;
+        std::memcpy(Lv + j, &m, sizeof(T));
+        Li[j] = mi;
+      }
+      if constexpr (kWrite && !kExcl) {
+        out[base + j] = m;
+        idx[base + j] = mi;
+      }
+    }
+  }
 }
 
 static SCANOPS_AI void sfence() { _mm_sfence(); }

@@ -220,6 +220,110 @@ def test_extremum_rows_match_torch_for_every_thread_count(op, dtype, seed):
     torch.set_num_threads(1)
 
 
+# cummax / cummin along columns (inner > 1) of float32 / float64 (the AVX2 column walk: each
+# SIMD lane one column, (value, int64 position) per lane, whole vectors of 8 floats / 4 doubles
+# then single remainder columns): dim 0 and a middle dim, every inner width 1..20 and 67 (the
+# remainders of both vector widths), data that changes the winner often (monotone along the
+# scan dim), ties with +0.0 / -0.0, NaN with two payloads and +-inf, long columns (the blocked
+# and chained column scans with carries), non-contiguous and offset inputs.
+def _extremum_col_data(kind, shape, dim, dtype, g):
+    if kind in ("inc", "dec"):
+        n = shape[dim]
+        r = torch.arange(n, dtype=dtype) * (1 if kind == "inc" else -1)
+        view = [1] * len(shape)
+        view[dim] = n
+        return r.view(view).expand(shape).contiguous()
+    return _extremum_data(kind, shape, dtype, g)
+
+
+def _check_extremum(op, x, dim, dtype, ctx):
+    iv = torch.int32 if dtype == torch.float32 else torch.int64
+    for excl, rev in FLAGS:
+        wv, wi = _torch_extremum(op, x, dim, excl, rev)
+        for t in THREADS:
+            torch.set_num_threads(t)
+            v, i = getattr(ops, op)(x, dim, exclusive=excl, reverse=rev)
+            c = ctx + (excl, rev, t)
+            assert torch.equal(i, wi), c
+            assert torch.equal(v.view(iv), wv.view(iv)), c
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["float32", "float64"])
+@pytest.mark.parametrize("op", ["cummax", "cummin"])
+def test_extremum_columns_match_torch_for_every_thread_count(op, dtype, seed):
+    g = torch.Generator().manual_seed(seed)
+    kinds = ("rand", "inc", "dec", "ties", "special")
+    for inner in list(range(1, 21)) + [67]:
+        for shape, dim in (((29, inner), 0), ((3, 13, inner), 1)):
+            for kind in kinds:
+                x = _extremum_col_data(kind, shape, dim, dtype, g)
+                _check_extremum(op, x, dim, dtype, (op, dtype, shape, dim, kind))
+    # long columns: blocked along the length (few columns), chained across threads; many
+    # columns (several work items per outer index); a middle dim with few columns
+    for shape, dim in (((70_001, 5), 0), ((20_003, 8), 0), ((9_001, 3, 7), 0), ((2, 40_001, 3), 1),
+                       ((2, 20_001, 12), 1), ((300, 2_053), 0), ((5, 70, 1_031), 1)):
+        for kind in ("rand", "inc", "ties", "special"):
+            x = _extremum_col_data(kind, shape, dim, dtype, g)
+            _check_extremum(op, x, dim, dtype, (op, dtype, shape, dim, kind))
+    # non-contiguous inputs (a strided inner dim, a transposed tensor) and an offset start
+    for kind in ("rand", "ties", "special"):
+        x = _extremum_col_data(kind, (61, 2 * 19), 0, dtype, g)[:, ::2]
+        _check_extremum(op, x, 0, dtype, (op, dtype, "strided", kind))
+        x = _extremum_col_data(kind, (23, 41), 0, dtype, g).t()
+        _check_extremum(op, x, 1, dtype, (op, dtype, "transposed", kind))
+        x = _extremum_col_data(kind, (47 * 24 + 1,), 0, dtype, g)[1:].view(47, 24)
+        _check_extremum(op, x, 0, dtype, (op, dtype, "offset", kind))
+    torch.set_num_threads(1)
+
+
+STREAM_SCRIPT = textwrap.dedent("""
+    import sys, torch
+    torch.ops.load_library(sys.argv[1])
+    ops = torch.ops.scanops
+
+    def ref(op, x, dim, excl, rev):
+        n = x.shape[dim]
+        v, i = getattr(torch, op)(x.flip(dim) if rev else x, dim)
+        if excl:
+            ident = -float("inf") if op == "cummax" else float("inf")
+            v = torch.cat([torch.full_like(v.narrow(dim, 0, 1), ident), v.narrow(dim, 0, n - 1)], dim)
+            i = torch.cat([torch.full_like(i.narrow(dim, 0, 1), -1), i.narrow(dim, 0, n - 1)], dim)
+        if rev:
+            v, i = v.flip(dim), i.flip(dim)
+            i = torch.where(i >= 0, n - 1 - i, i)
+        return v, i
+
+    g = torch.Generator().manual_seed(3)
+    for dtype in (torch.float32, torch.float64):
+        iv = torch.int32 if dtype == torch.float32 else torch.int64
+        for shape, dim in [((300, 64), 0), ((300, 67), 0), ((7, 50, 32), 1), ((20_003, 8), 0), ((1000, 12), 0)]:
+            x = torch.randn(shape, generator=g, dtype=dtype)
+            r = torch.rand(shape, generator=g)
+            x[r < 0.02] = float("nan")
+            x[(r >= 0.02) & (r < 0.03)] = -float("nan")
+            for op in ("cummax", "cummin"):
+                for excl in (False, True):
+                    for rev in (False, True):
+                        wv, wi = ref(op, x, dim, excl, rev)
+                        for t in (1, 2, 3):
+                            torch.set_num_threads(t)
+                            v, i = getattr(ops, op)(x, dim, exclusive=excl, reverse=rev)
+                            ctx = (dtype, shape, dim, op, excl, rev, t)
+                            assert torch.equal(i, wi), ctx
+                            assert torch.equal(v.view(iv), wv.view(iv)), ctx
+    print("ok")
+""")
+
+
+def test_extremum_columns_streaming_stores():
+    """The streaming-store column walk (SCANOPS_CPU_STREAM=1 forces it at every size), in a
+    fresh process: aligned rows of whole vectors and rows with a remainder."""
+    e = dict(os.environ, SCANOPS_CPU_STREAM="1")
+    r = subprocess.run([sys.executable, "-c", STREAM_SCRIPT, str(conftest.library_path())],
+                       env=e, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0 and "ok" in r.stdout, r.stdout + r.stderr
+
+
 def test_float32_accuracy_matches_float64_accumulation():
     """32768 uniform [0, 1) values: max relative error <= 1e-7 (float64 accumulation, one
     rounding to float32), at every thread count, for rows and columns."""
