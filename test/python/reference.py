@@ -463,3 +463,19 @@ def make_operands(op: str, shape, dim: int, dtype: torch.dtype, device, gen, lay
         out["a"] = make_layout(shape, dim, layout,
                                lambda s: rand_data("coef", s, dtype, device, gen, n_scan))
     return out
+
+
+def extremum_ref(op, x, dim, excl, rev):
+    """torch.cummax / torch.cummin (op names the torch function) with scanops' flags:
+    exclusive writes the identity (-inf / +inf, index -1) first; reverse scans from the end
+    with positions in the original order."""
+    n = x.shape[dim]
+    v, i = getattr(torch, op)(x.flip(dim) if rev else x, dim)
+    if excl:
+        ident = -float("inf") if op == "cummax" else float("inf")
+        v = torch.cat([torch.full_like(v.narrow(dim, 0, 1), ident), v.narrow(dim, 0, n - 1)], dim)
+        i = torch.cat([torch.full_like(i.narrow(dim, 0, 1), -1), i.narrow(dim, 0, n - 1)], dim)
+    if rev:
+        v, i = v.flip(dim), i.flip(dim)
+        i = torch.where(i >= 0, n - 1 - i, i)
+    return v, i

@@ -17,7 +17,7 @@ import pytest
 import torch
 
 import conftest
-from reference import scan_ref, linrec_ref
+from reference import extremum_ref, linrec_ref, scan_ref
 
 ops = torch.ops.scanops
 
@@ -157,21 +157,6 @@ def test_complex_sums_bitwise_independent_of_threads(dtype, masked, seed):
     torch.set_num_threads(1)
 
 
-def _torch_extremum(op, x, dim, excl, rev):
-    """torch.cummax / cummin with scanops' flags (exclusive: the identity (-inf / +inf, -1)
-    first; reverse: positions in the original order)."""
-    n = x.shape[dim]
-    v, i = getattr(torch, op)(x.flip(dim) if rev else x, dim)
-    if excl:
-        ident = -float("inf") if op == "cummax" else float("inf")
-        v = torch.cat([torch.full_like(v.narrow(dim, 0, 1), ident), v.narrow(dim, 0, n - 1)], dim)
-        i = torch.cat([torch.full_like(i.narrow(dim, 0, 1), -1), i.narrow(dim, 0, n - 1)], dim)
-    if rev:
-        v, i = v.flip(dim), i.flip(dim)
-        i = torch.where(i >= 0, n - 1 - i, i)
-    return v, i
-
-
 # cummax / cummin along rows of float32 / float64 (the AVX2 walk: broadcast groups, in-register
 # (value, offset) scans of groups with a winner): data kinds that take each path, rows across
 # the fixed blocks (32768 float32 / 16384 float64 elements), odd and short rows, an unaligned
@@ -210,7 +195,7 @@ def test_extremum_rows_match_torch_for_every_thread_count(op, dtype, seed):
             if unaligned:
                 x = x[1:]
             for excl, rev in FLAGS:
-                wv, wi = _torch_extremum(op, x, dim, excl, rev)
+                wv, wi = extremum_ref(op, x, dim, excl, rev)
                 for t in THREADS:
                     torch.set_num_threads(t)
                     v, i = getattr(ops, op)(x, dim, exclusive=excl, reverse=rev)
@@ -239,7 +224,7 @@ def _extremum_col_data(kind, shape, dim, dtype, g):
 def _check_extremum(op, x, dim, dtype, ctx):
     iv = torch.int32 if dtype == torch.float32 else torch.int64
     for excl, rev in FLAGS:
-        wv, wi = _torch_extremum(op, x, dim, excl, rev)
+        wv, wi = extremum_ref(op, x, dim, excl, rev)
         for t in THREADS:
             torch.set_num_threads(t)
             v, i = getattr(ops, op)(x, dim, exclusive=excl, reverse=rev)
@@ -279,19 +264,9 @@ def test_extremum_columns_match_torch_for_every_thread_count(op, dtype, seed):
 STREAM_SCRIPT = textwrap.dedent("""
     import sys, torch
     torch.ops.load_library(sys.argv[1])
+    sys.path.insert(0, sys.argv[2])
+    from reference import extremum_ref as ref
     ops = torch.ops.scanops
-
-    def ref(op, x, dim, excl, rev):
-        n = x.shape[dim]
-        v, i = getattr(torch, op)(x.flip(dim) if rev else x, dim)
-        if excl:
-            ident = -float("inf") if op == "cummax" else float("inf")
-            v = torch.cat([torch.full_like(v.narrow(dim, 0, 1), ident), v.narrow(dim, 0, n - 1)], dim)
-            i = torch.cat([torch.full_like(i.narrow(dim, 0, 1), -1), i.narrow(dim, 0, n - 1)], dim)
-        if rev:
-            v, i = v.flip(dim), i.flip(dim)
-            i = torch.where(i >= 0, n - 1 - i, i)
-        return v, i
 
     g = torch.Generator().manual_seed(3)
     for dtype in (torch.float32, torch.float64):
@@ -319,7 +294,8 @@ def test_extremum_columns_streaming_stores():
     """The streaming-store column walk (SCANOPS_CPU_STREAM=1 forces it at every size), in a
     fresh process: aligned rows of whole vectors and rows with a remainder."""
     e = dict(os.environ, SCANOPS_CPU_STREAM="1")
-    r = subprocess.run([sys.executable, "-c", STREAM_SCRIPT, str(conftest.library_path())],
+    r = subprocess.run([sys.executable, "-c", STREAM_SCRIPT, str(conftest.library_path()),
+                        os.path.dirname(os.path.abspath(__file__))],
                        env=e, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0 and "ok" in r.stdout, r.stdout + r.stderr
 
