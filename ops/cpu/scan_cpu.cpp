@@ -109,6 +109,7 @@ inline void spin_pause() {
 #pragma GCC push_options
 #pragma GCC target("avx2,fma")
 #include "ops/cpu/scan_cpu_avx2.h"
+#include "ops/cpu/scan_cpu_lse_avx2.h"
 
 namespace avx2 {
 
@@ -410,6 +411,88 @@ struct ExtKernel {
   struct Guard {};
 };
 
+
+// logcumsumexp of float32 / float64 (scan_cpu_lse_avx2.h): states (m, t), float64. Every block
+// is walked from its carry-in state, so a block's returned state is the carry-out itself
+// (fold(C, T) = T) and the outputs are the one-pass walk's for every blocking and thread
+// count; kFromCarry tells the Scheduler's chained scans to compute a carry-out by a walk from
+// the carry-in (without outputs) rather than to fold a block total.
+template <class T>
+struct LseKernel {
+  using S = LseState;
+  using cst_t = double;
+  static constexpr int kComps = 2;
+  static constexpr bool kFromCarry = true;
+  static constexpr uintptr_t kAlign = 4 * sizeof(T);  // a streaming store writes 4 elements
+  static S identity() { return {-__builtin_inf(), 0.0}; }
+  static S fold(const S&, const S& T_) { return T_; }
+  static bool row_stream_ok(const Ctx& c, int64_t o) {
+    const int64_t end = c.reverse ? (o + 1) * c.n : o * c.n;
+    return c.stream && (reinterpret_cast<uintptr_t>(static_cast<T*>(c.out) + end) % kAlign == 0);
+  }
+  __attribute__((noinline)) static S row_block(const Ctx& c, int64_t o, int64_t s0, int64_t s1, const S& C,
+                                               bool carry, bool write) {
+    const T* in = static_cast<const T*>(c.in);
+    T* out = static_cast<T*>(c.out);
+    const S st = carry ? C : identity();
+    S r{};
+    if (!write) {
+      with_bool(c.reverse, [&](auto R) {
+        r = lse_row_impl<T, R(), false, false, false>(in, out, o * c.n, c.n, s0, s1, st);
+      });
+      return r;
+    }
+    with_bool(c.reverse, [&](auto R) {
+      with_bool(c.exclusive, [&](auto E) {
+        with_bool(row_stream_ok(c, o), [&](auto NT) {
+          r = lse_row_impl<T, R(), E(), true, NT()>(in, out, o * c.n, c.n, s0, s1, st);
+        });
+      });
+    });
+    return r;
+  }
+  __attribute__((noinline)) static void rows_short(const Ctx& c, int64_t o0, int64_t o1) {
+    const T* in = static_cast<const T*>(c.in);
+    T* out = static_cast<T*>(c.out);
+    const bool nt = c.stream && reinterpret_cast<uintptr_t>(out) % kAlign == 0 && c.n % 4 == 0;
+    with_bool(c.reverse, [&](auto R) {
+      with_bool(c.exclusive, [&](auto E) {
+        with_bool(nt, [&](auto NT) {
+          for (int64_t o = o0; o < o1; ++o)
+            lse_row_impl<T, R(), E(), true, NT()>(in, out, o * c.n, c.n, 0, c.n, identity());
+        });
+      });
+    });
+  }
+  // Column states: L[0, w) the maxima, L[w, 2w) the sums t.
+  static void col_identity(double* st, int64_t w) {
+    std::fill(st, st + w, -__builtin_inf());
+    std::fill(st + w, st + 2 * w, 0.0);
+  }
+  // The walk from C already ended in the carry-out: C = L.
+  static void col_fold(double* C, const double* L, int64_t w, bool) {
+    std::copy(L, L + w, C);
+    std::copy(L + w, L + 2 * w, C + w);
+  }
+  __attribute__((noinline)) static void col_walk(const Ctx& c, int64_t o, int64_t i0, int64_t w, int64_t s0,
+                                                 int64_t s1, double* L, const double* C, bool write) {
+    const T* in = static_cast<const T*>(c.in);
+    T* out = static_cast<T*>(c.out);
+    if (C != nullptr) col_fold(L, C, w, true);  // walk from the carry-in
+    if (!write) {
+      lse_col_walk_impl<T, false, false>(in, out, c.n, c.inner, c.reverse, o, i0, w, s0, s1, L, L + w);
+      return;
+    }
+    // Regular stores (as the cummax columns: see ExtKernel::col_walk).
+    with_bool(c.exclusive, [&](auto E) {
+      lse_col_walk_impl<T, E(), true>(in, out, c.n, c.inner, c.reverse, o, i0, w, s0, s1, L, L + w);
+    });
+  }
+  static void finish(const Ctx& c) {
+    if (c.stream) sfence();
+  }
+  struct Guard {};
+};
 }  // namespace avx2
 #pragma GCC pop_options
 #endif  // SCANOPS_AVX2_KERNELS
@@ -587,6 +670,15 @@ inline void wait_ready(const std::atomic<int>& flag) {
   }
 }
 
+// Kernels whose blocks are walked from their carry-in state and whose carry-out is that walk's
+// end state (K::kFromCarry: logcumsumexp), where the other kernels fold a block total computed
+// from the identity into the carry-in. The chained scans then wait for the carry-in first, walk
+// the block without outputs for the carry-out, publish it, and walk it again with outputs.
+template <class K, class = void>
+struct FromCarry : std::false_type {};
+template <class K>
+struct FromCarry<K, std::void_t<decltype(K::kFromCarry)>> : std::bool_constant<K::kFromCarry> {};
+
 template <class K>
 struct Scheduler {
   using S = typename K::S;
@@ -640,6 +732,16 @@ struct Scheduler {
         if (g >= G) break;
         const int64_t o = g / nb, blk = g % nb;
         const int64_t s0 = blk * B, s1 = std::min(n, s0 + B);
+        if constexpr (FromCarry<K>::value) {
+          if (blk > 0) wait_ready(ready[g]);
+          const S C = blk > 0 ? carry[g] : K::identity();
+          if (blk + 1 < nb) {
+            carry[g + 1] = K::row_block(c, o, s0, s1, C, blk > 0, false);
+            ready[g + 1].store(1, std::memory_order_release);
+          }
+          K::row_block(c, o, s0, s1, C, blk > 0, true);
+          continue;
+        }
         if (blk == 0) {
           const S T_ = K::row_block(c, o, s0, s1, K::identity(), false, true);
           carry[g + 1] = T_;
@@ -729,6 +831,19 @@ struct Scheduler {
         int64_t o, i0, w;
         item_cols(it, o, i0, w);
         const int64_t s0 = blk * Bl, s1 = std::min(n, s0 + Bl);
+        if constexpr (FromCarry<K>::value) {
+          if (blk > 0) wait_ready(ready[g]);
+          const cst_t* C = blk > 0 ? carry.data() + g * slot : nullptr;
+          if (blk + 1 < nb) {
+            K::col_identity(L.data(), w);
+            K::col_walk(c, o, i0, w, s0, s1, L.data(), C, false);
+            std::copy(L.begin(), L.begin() + KC * w, carry.begin() + (g + 1) * slot);
+            ready[g + 1].store(1, std::memory_order_release);
+          }
+          K::col_identity(L.data(), w);
+          K::col_walk(c, o, i0, w, s0, s1, L.data(), C, true);
+          continue;
+        }
         K::col_identity(L.data(), w);
         if (blk == 0) {
           K::col_walk(c, o, i0, w, s0, s1, L.data(), nullptr, true);
@@ -839,6 +954,16 @@ struct CpuRunner {
                   (std::is_same_v<Combine, MaxCombine<in_t>> || std::is_same_v<Combine, MinCombine<in_t>>)) {
       if (use_avx2()) {
         Scheduler<avx2::ExtKernel<in_t, std::is_same_v<Combine, MaxCombine<in_t>>>>::run(c, block_elems);
+        return;
+      }
+    }
+    // logcumsumexp of float32 / float64, rows and columns: fixed blocks (a block is walked from
+    // its carry-in, so any blocking gives the one-pass walk's bits; blocks let long lines be
+    // split across threads). Complex and half types keep the portable kernel.
+    if constexpr ((std::is_same_v<in_t, float> || std::is_same_v<in_t, double>) && std::is_same_v<in_t, out_t> &&
+                  std::is_same_v<Combine, LogAddExpCombine<double>>) {
+      if (use_avx2()) {
+        Scheduler<avx2::LseKernel<in_t>>::run(c, kBlockBytes / static_cast<int64_t>(sizeof(in_t)));
         return;
       }
     }

@@ -377,3 +377,144 @@ def test_portable_kernel_path(env):
     r = subprocess.run([sys.executable, "-c", GENERIC_SCRIPT, str(conftest.library_path())],
                        env=e, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0 and "ok" in r.stdout, r.stdout + r.stderr
+
+
+# ------------------------------------------------------------------------------------------
+# logcumsumexp of float32 / float64: the AVX2 kernel (ops/cpu/scan_cpu_lse_avx2.h, where the
+# CPU has AVX2 + FMA). Every block is walked from its carry-in, so the bits must not depend on
+# the thread count: rows of one block, long rows and 1-D lines split across threads (the
+# chained scan: blocks of 32768 float32 / 16384 float64 elements, ragged tails), many long
+# rows, columns with remainder lanes, blocked columns (few columns, long lines), middle dims;
+# rows of 1-7 elements (the padded last group) and an unaligned start (a view at offset 1).
+# ------------------------------------------------------------------------------------------
+INF, NAN = float("inf"), float("nan")
+LCSE_SHAPES = SHAPES + [((5, 100_003), 1), ((9, 7), 1), ((11, 3), 1), ((6, 1), 1), ((40, 2), 1),
+                        ((33, 5), 1), ((3, 9), 0), ((2, 40_001, 6), 1)]
+
+
+def _lcse_input(shape, dim, dtype, kind, seed):
+    """'random': randn * 10; 'special' (lines along `dim`): a leading -inf run over the first
+    40% (crossing the first block on long lines), then values with 30% -inf, one +inf in the
+    odd lines at 70% and one NaN in the lines 1 mod 3 at 90%."""
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(shape, generator=g, dtype=torch.float64) * 10
+    if kind == "special":
+        xl = x.movedim(dim, -1).reshape(-1, shape[dim])  # a copy: lines as rows
+        n = xl.shape[1]
+        r = torch.rand(xl.shape, generator=g, dtype=torch.float64)
+        xl = torch.where(r < 0.3, -INF, xl)
+        xl[:, : (4 * n) // 10] = -INF
+        xl[1::2, (7 * n) // 10] = INF
+        xl[1::3, (9 * n) // 10] = NAN
+        moved = list(x.movedim(dim, -1).shape)
+        x = xl.reshape(moved).movedim(-1, dim).contiguous()
+    return x.to(dtype)
+
+
+def _lcse_ref(x, dim, excl, rev):
+    """torch.logcumsumexp in float64, composed with flip / shift."""
+    xs = x.double().flip(dim) if rev else x.double()
+    y = torch.logcumsumexp(xs, dim)
+    if excl:
+        y = torch.cat([torch.full_like(y.narrow(dim, 0, 1), -INF), y.narrow(dim, 0, y.shape[dim] - 1)], dim)
+    return y.flip(dim) if rev else y
+
+
+def _assert_lcse_near(got, ref, dtype, ctx):
+    g = got.double()
+    fin = torch.isfinite(ref)
+    assert torch.equal(torch.isfinite(g), fin), ctx
+    same = (g == ref) | (torch.isnan(g) & torch.isnan(ref))
+    assert bool(same[~fin].all()), ctx
+    if dtype == torch.float32:  # float64 arithmetic, one rounding: within half an ulp and a bit
+        tol = 0.51 * torch.finfo(torch.float32).eps * ref.abs() + 1e-12
+    else:  # the float64 reference (sequential log-add-exp) has errors of its own
+        tol = 1e-11 * (ref.abs() + 1)
+    err = (g - ref).abs()
+    assert bool((err[fin] <= tol[fin]).all()), (ctx, (err[fin] - tol[fin]).max().item())
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["float32", "float64"])
+@pytest.mark.parametrize("kind", ["random", "special"])
+def test_logcumsumexp_bitwise_independent_of_threads(dtype, kind, seed):
+    for i, (shape, dim) in enumerate(LCSE_SHAPES):
+        x = _lcse_input(shape, dim, dtype, kind, seed + i)
+        if shape == (100_003,):  # unaligned start: a view at element offset 1
+            x = torch.cat([x[:1], x])[1:]
+        for excl, rev in FLAGS:
+            torch.set_num_threads(1)
+            want = ops.logcumsumexp(x, dim, exclusive=excl, reverse=rev)
+            ctx = (dtype, kind, shape, dim, excl, rev)
+            assert _same_bits(ops.logcumsumexp(x, dim, exclusive=excl, reverse=rev), want), ("run to run",) + ctx
+            for t in THREADS[1:]:
+                torch.set_num_threads(t)
+                got = ops.logcumsumexp(x, dim, exclusive=excl, reverse=rev)
+                assert _same_bits(got, want), ctx + (t,)
+            _assert_lcse_near(want, _lcse_ref(x, dim, excl, rev), dtype, ctx)
+            if excl:  # the first position in scan order is exactly -inf
+                first = want.narrow(dim, shape[dim] - 1 if rev else 0, 1)
+                assert bool((first == -INF).all()), ctx
+
+
+def test_logcumsumexp_semantics_as_torch():
+    """-inf as the identity (an all -inf prefix stays -inf, never NaN), +inf, NaN propagation,
+    both infinities, in rows, columns and a 1-D line, at every thread count: the same non-finite
+    positions as torch.logcumsumexp and the finite values within float32 rounding."""
+    rows = [[-INF] * 6, [-INF, -INF, 0.5, -INF, 1.0, -INF], [0.0, INF, 1.0, -INF, 2.0, 3.0],
+            [1.0, NAN, -INF, 2.0, 0.0, 1.0], [INF, -INF, INF, -INF, 0.0, 0.0],
+            [-INF, -INF, -INF, -INF, -INF, 7.0], [3.0, 2.0, 1.0, 0.0, -1.0, 1000.0],
+            [-1e30, 1e30, -INF, 0.0, 1e30, 1e30]]
+    for dtype in (torch.float32, torch.float64):
+        x = torch.tensor(rows, dtype=dtype)
+        for t in (1, 3):
+            torch.set_num_threads(t)
+            for xx, dim in ((x, 1), (x.t().contiguous(), 0), (x.reshape(-1), 0)):
+                want = torch.logcumsumexp(xx, dim)
+                got = ops.logcumsumexp(xx, dim)
+                assert torch.equal(torch.isnan(got), torch.isnan(want)), (dtype, dim)
+                assert torch.equal(torch.isinf(got), torch.isinf(want)) and bool(
+                    (got[torch.isinf(want)] == want[torch.isinf(want)]).all()), (dtype, dim)
+                fin = torch.isfinite(want)
+                torch.testing.assert_close(got[fin], want[fin], rtol=1e-7, atol=1e-7)
+
+
+def _ulp_err(got, ref, dtype):
+    """|got - ref| in units of the spacing of `dtype` at ref (ref float64, finite)."""
+    sp = torch.finfo(dtype).eps * torch.exp2(torch.floor(torch.log2(ref.abs().clamp_min(torch.finfo(dtype).tiny))))
+    return ((got.double() - ref).abs() / sp).max().item()
+
+
+def test_logcumsumexp_float32_accuracy_as_torch():
+    """2^20 float32 elements in one line (split across threads) and in rows: the error against
+    the float64 reference is at most torch's CPU kernel's (float64 accumulation, one rounding:
+    half an ulp)."""
+    g = torch.Generator().manual_seed(5)
+    n = 1 << 20
+    for data in (torch.randn(n, generator=g) * 10, torch.rand(n, generator=g)):
+        ref = torch.logcumsumexp(data.double(), 0)
+        e_torch = _ulp_err(torch.logcumsumexp(data, 0), ref, torch.float32)
+        for t in (1, 2):
+            torch.set_num_threads(t)
+            e = _ulp_err(ops.logcumsumexp(data, 0), ref, torch.float32)
+            assert e <= max(e_torch, 0.5) + 1e-3, (t, e, e_torch)
+        rows = data.view(256, -1)
+        e_rows = _ulp_err(ops.logcumsumexp(rows, 1), torch.logcumsumexp(rows.double(), 1), torch.float32)
+        assert e_rows <= 0.501, e_rows
+
+
+def test_logcumsumexp_float64_accuracy_as_torch():
+    """2^20 float64 elements in one line: the error against a long-double reference (prefix sums
+    of exp in x86 extended precision) is at most torch's."""
+    np = pytest.importorskip("numpy")
+    if np.finfo(np.longdouble).eps > 1e-18:
+        pytest.skip("long double is not wider than double here")
+    g = torch.Generator().manual_seed(6)
+    n = 1 << 20
+    for data in (torch.randn(n, generator=g, dtype=torch.float64) * 10, torch.rand(n, generator=g, dtype=torch.float64)):
+        ref = np.log(np.cumsum(np.exp(data.numpy().astype(np.longdouble))))
+        err = lambda y: float(np.max(np.abs(y.numpy().astype(np.longdouble) - ref)))  # noqa: E731
+        e_torch = err(torch.logcumsumexp(data, 0))
+        for t in (1, 2):
+            torch.set_num_threads(t)
+            e = err(ops.logcumsumexp(data, 0))
+            assert e <= e_torch, (t, e, e_torch)

@@ -1,0 +1,269 @@
+// scanops: the AVX2 + FMA logcumsumexp kernels of the CPU back end (float32 / float64 inputs,
+// float64 lanes: float32 accumulates in float64, as torch's CPU kernel does with
+// at::acc_type<float, /*is_cuda=*/false> = double).
+//
+// Included by scan_cpu.cpp only, after scan_cpu_avx2.h and inside the same
+// `#pragma GCC target("avx2,fma")` region (it uses that header's lane shifts, loads, stores and
+// AffineOp); called only after the run-time check `use_avx2()`.
+//
+// The "online" formulation. The running log-sum-exp of a line is kept as a state (m, t): m the
+// running maximum, t = sum over the elements so far of exp(x_j - m), less the 1 of the element
+// that is the maximum; the value is m + log1p(t). An element x updates it by
+//   x >  m:  m' = x, t' = (1 + t) * a          a = exp(min(x, m) - max(x, m)) = exp(-|x - m|)
+//   x <= m:  m' = m, t' = t + a
+// i.e. t' = A t + a with A = a or 1: one exp per element on the data (x and the running max,
+// not the running sum), no log in the dependency chain, and the log1p only for the output.
+// (torch's combine, max + log1p(exp(min - max)), puts an exp and a log1p into the chain from
+// one element to the next: latency bound at ~100 cycles an element.) Keeping t rather than
+// the sum 1 + t keeps the small values exact (log1p, not log(1 + t)): the result is as
+// accurate as torch's, see docs/design.md for the measured errors.
+//
+// Special values, as torch's sequential rule: the identity is (-inf, 0) (value -inf + 0 =
+// -inf, the exclusive first output); equal operands (both -inf or both +inf included) give
+// a = 1, so an all -inf prefix keeps m = -inf (value -inf, never NaN; t only counts, finite,
+// and is reset by the first finite element, whose A = exp(-inf) = 0); +inf makes m = +inf and
+// the value +inf; a NaN element makes a = NaN, hence t and every later value NaN (the running
+// maximum skips NaN: it is computed on x with NaN read as -inf).
+//
+// Rows (inner == 1): a group of 4 elements (scan order: memory order, or mirrored lanes for
+// reverse scans, as the other row kernels) is one vector: the running maximum is an in-register
+// prefix max combined with the carried m, the factors (A, a) follow lane-wise, and t is an
+// in-register scan of the affine maps t -> A t + a (AffineOp's dscan4) applied to the carried
+// t. Only m and t are carried from group to group (a max, an FMA and a broadcast each), so
+// consecutive groups overlap; the exps and log1ps are independent. Tails (fewer than 4
+// elements, only at a line's end) run the same vector code on a buffer padded with -inf
+// (later in scan order than every real element: they change no output).
+// A block is walked from its carry-in state (the state after the previous block), never from
+// the identity: with blocks that are multiples of 4 elements long, every output is exactly the
+// one-pass walk's, whatever the blocking and the thread count (the Scheduler's chained scan
+// computes a block's carry-out by a walk without outputs from its carry-in: LseKernel).
+//
+// Columns (inner > 1): a lane per column, the same update per element without any in-register
+// scan; the states (m, t) of w columns live in the Scheduler's column buffers between rows.
+//
+// exp and log1p (lse_exp, lse_log1p): own vector code, not at::vec (this library is compiled
+// without ATen's CPU_CAPABILITY flags, so at::vec::Vectorized<double> is the scalar fallback;
+// libtorch_cpu.so does export Sleef's vector functions, but as an undocumented symbol set that
+// differs by build and platform), and inlined into the loops. Both are the classical argument
+// reductions with Taylor coefficients; errors measured against long double (see docs/design.md).
+//   exp(d), d <= 0 or NaN: d = k ln2 + r, |r| <= ln2/2 (k ln2_hi exact, FMA reduction), e^r by
+//     its Taylor polynomial of degree 13 (truncation < 5e-18 relative), scaled by 2^k as
+//     2^(k>>1) 2^(k-(k>>1)) so that subnormal results round once; d < -746 gives 0.
+//   log1p(t), t >= 0 or NaN: fdlibm's reduction 1 + t = 2^k (1 + f), sqrt(2)/2 <= 1 + f < sqrt(2),
+//     with the correction c/u for the rounding of u = 1 + t (c/u by a 12-bit reciprocal: it is
+//     below 2^-53 of a result >= 0.34), f = t exactly when k = 0; log(1 + f) = f - f^2/2 +
+//     s (f^2/2 + R(s^2)), s = f / (2 + f), R by the atanh series 2 s^2/3 + ... + 2 s^20/21
+//     (truncation < 1e-18 relative).
+#pragma once
+
+namespace avx2 {
+
+#define SCANOPS_AI inline __attribute__((always_inline))
+
+struct LseState {
+  double m;  // running maximum (-inf: nothing finite yet)
+  double t;  // sum of exp(x - m) over the elements, less the maximum's own 1
+};
+
+static SCANOPS_AI __m256d lse_pow2(__m128i e) {  // 2^e, e in [-1022, 1023]
+  return _mm256_castsi256_pd(_mm256_slli_epi64(_mm256_cvtepi32_epi64(_mm_add_epi32(e, _mm_set1_epi32(1023))), 52));
+}
+
+// exp(d) for d <= 0 (or NaN: NaN).
+static SCANOPS_AI __m256d lse_exp(__m256d d) {
+  constexpr double kLog2e = 1.4426950408889634;
+  constexpr double kLn2Hi = 6.93147180369123816490e-01;  // ln 2, low 21 mantissa bits cleared
+  constexpr double kLn2Lo = 1.90821492927058770002e-10;  // ln 2 - kLn2Hi
+  constexpr double f[14] = {1.0, 1.0, 2.0, 6.0, 24.0, 120.0, 720.0, 5040.0, 40320.0, 362880.0, 3628800.0,
+                            39916800.0, 479001600.0, 6227020800.0};  // j!, exact
+  const __m256d x = _mm256_max_pd(_mm256_set1_pd(-746.0), d);  // vmaxpd returns d if it is NaN
+  const __m256d kd =
+      _mm256_round_pd(_mm256_mul_pd(x, _mm256_set1_pd(kLog2e)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256d r = _mm256_fnmadd_pd(kd, _mm256_set1_pd(kLn2Hi), x);  // exact
+  r = _mm256_fnmadd_pd(kd, _mm256_set1_pd(kLn2Lo), r);
+  __m256d p = _mm256_set1_pd(1.0 / f[13]);
+  for (int j = 12; j >= 2; --j) p = _mm256_fmadd_pd(p, r, _mm256_set1_pd(1.0 / f[j]));
+  const __m256d u = _mm256_add_pd(_mm256_set1_pd(1.0), _mm256_fmadd_pd(_mm256_mul_pd(r, r), p, r));
+  const __m128i k = _mm256_cvtpd_epi32(kd);  // [-1077, 0]
+  const __m128i k1 = _mm_srai_epi32(k, 1);
+  return _mm256_mul_pd(_mm256_mul_pd(u, lse_pow2(k1)), lse_pow2(_mm_sub_epi32(k, k1)));
+}
+
+// log1p(t) for t >= 0 (or NaN: NaN), t < 2^52.
+static SCANOPS_AI __m256d lse_log1p(__m256d t) {
+  constexpr double kLn2Hi = 6.93147180369123816490e-01;
+  constexpr double kLn2Lo = 1.90821492927058770002e-10;
+  const __m256d one = _mm256_set1_pd(1.0);
+  const __m256d u = _mm256_add_pd(t, one);
+  // u = 2^k m, m in [sqrt(2)/2, sqrt(2)): shift the exponent so that sqrt(2) starts a binade
+  const __m256i ix = _mm256_add_epi64(_mm256_castpd_si256(u),
+                                      _mm256_set1_epi64x(0x3ff0000000000000LL - 0x3fe6a09e667f3bcdLL));
+  const __m256i k = _mm256_sub_epi64(_mm256_srli_epi64(ix, 52), _mm256_set1_epi64x(0x3ff));
+  const __m256d m = _mm256_castsi256_pd(_mm256_add_epi64(_mm256_and_si256(ix, _mm256_set1_epi64x(0x000fffffffffffffLL)),
+                                                         _mm256_set1_epi64x(0x3fe6a09e667f3bcdLL)));
+  const __m256d kd = _mm256_sub_pd(_mm256_castsi256_pd(_mm256_or_si256(k, _mm256_set1_epi64x(0x4330000000000000LL))),
+                                   _mm256_set1_pd(4503599627370496.0));  // k >= 0 as double
+  const __m256d k0 = _mm256_cmp_pd(kd, _mm256_setzero_pd(), _CMP_EQ_OQ);
+  // c = 1 + t - u exactly (fdlibm's two forms), then c / u
+  __m256d c = _mm256_blendv_pd(_mm256_sub_pd(t, _mm256_sub_pd(u, one)), _mm256_sub_pd(one, _mm256_sub_pd(u, t)),
+                               _mm256_cmp_pd(kd, _mm256_set1_pd(2.0), _CMP_GE_OQ));
+  c = _mm256_mul_pd(c, _mm256_cvtps_pd(_mm_rcp_ps(_mm256_cvtpd_ps(u))));
+  c = _mm256_andnot_pd(k0, c);                                    // k = 0: no correction,
+  const __m256d f = _mm256_blendv_pd(_mm256_sub_pd(m, one), t, k0);  // f = t exactly
+  const __m256d hfsq = _mm256_mul_pd(_mm256_set1_pd(0.5), _mm256_mul_pd(f, f));
+  const __m256d s = _mm256_div_pd(f, _mm256_add_pd(_mm256_set1_pd(2.0), f));
+  const __m256d z = _mm256_mul_pd(s, s);
+  __m256d R = _mm256_set1_pd(2.0 / 21.0);
+  for (int j = 9; j >= 1; --j) R = _mm256_fmadd_pd(R, z, _mm256_set1_pd(2.0 / (2 * j + 1)));
+  R = _mm256_mul_pd(R, z);
+  __m256d r = _mm256_fmadd_pd(s, _mm256_add_pd(hfsq, R), _mm256_fmadd_pd(kd, _mm256_set1_pd(kLn2Lo), c));
+  r = _mm256_add_pd(_mm256_sub_pd(r, hfsq), f);
+  r = _mm256_fmadd_pd(kd, _mm256_set1_pd(kLn2Hi), r);
+  return _mm256_blendv_pd(r, t, _mm256_cmp_pd(t, t, _CMP_UNORD_Q));
+}
+
+// The per-element factor a and the mask x > mp (x: the element, xs: x with NaN read as -inf,
+// mp: the running maximum before the element, mx = max(xs, mp)).
+static SCANOPS_AI __m256d lse_factor(__m256d x, __m256d xs, __m256d nan, __m256d mp, __m256d mx, __m256d& gt) {
+  __m256d d = _mm256_sub_pd(_mm256_min_pd(xs, mp), mx);
+  d = _mm256_andnot_pd(_mm256_cmp_pd(xs, mp, _CMP_EQ_OQ), d);  // equal (infinities too): exp(0) = 1
+  d = _mm256_blendv_pd(d, x, nan);                             // NaN element: a = NaN
+  gt = _mm256_cmp_pd(xs, mp, _CMP_GT_OQ);
+  return lse_exp(d);
+}
+
+static SCANOPS_AI __m256d lse_value(__m256d m, __m256d t) { return _mm256_add_pd(m, lse_log1p(t)); }
+
+// The running maximum and the factors of one group of 4 elements x (scan-order lanes, mirrored
+// for kRev) from the carried maximum mp (a broadcast, advanced): stores the maxima the outputs
+// use (after each element; exclusive: before it) to vm and the affine maps t -> A t + a to
+// vA, va.
+template <bool kRev, bool kExcl>
+static SCANOPS_AI void lse_group_factors(__m256d x, __m256d& mp, double* vm, double* vA, double* va) {
+  const __m256d ninf = _mm256_set1_pd(-__builtin_inf());
+  const __m256d nan = _mm256_cmp_pd(x, x, _CMP_UNORD_Q);
+  const __m256d xs = _mm256_blendv_pd(x, ninf, nan);
+  __m256d M = _mm256_max_pd(xs, dshift1<kRev>(xs, ninf));
+  M = _mm256_max_pd(M, dshift2<kRev>(M, ninf));
+  M = _mm256_max_pd(M, mp);                   // running max after each element
+  const __m256d Mp = dshift_in<kRev>(M, mp);  // ... and before it
+  __m256d gt;
+  const __m256d a = lse_factor(x, xs, nan, Mp, M, gt);
+  _mm256_store_pd(vm, kExcl ? Mp : M);
+  _mm256_store_pd(vA, _mm256_blendv_pd(_mm256_set1_pd(1.0), a, gt));
+  _mm256_store_pd(va, a);
+  mp = dbcast_last<kRev>(M);
+}
+
+// Scan positions [s0, s1) of the row starting at element `row` (length n), walked from the
+// state st; returns the state after s1. kWrite: write the outputs (exclusive: the value before
+// each element). s0 and every block boundary are multiples of 4 from the row's start.
+// A chunk of up to kG groups runs in three loops whose iterations are independent but for a
+// max or an FMA: the maxima and exps, the scans of t, the log1ps and stores (one loop doing
+// all three per group measured 3x slower: its ~150-cycle chain per group exceeds the
+// out-of-order window). A last group of r < 4 elements (only at a line's end) is read from a
+// buffer padded with -inf (later in scan order than the real elements: no output changes).
+template <class T, bool kRev, bool kExcl, bool kWrite, bool kNT>
+static LseState lse_row_impl(const T* in, T* out, int64_t row, int64_t n, int64_t s0, int64_t s1, LseState st) {
+  constexpr int64_t kG = 16;
+  alignas(32) double bm[4 * kG], bA[4 * kG], bt[4 * kG];
+  __m256d mp = _mm256_set1_pd(st.m), tp = _mm256_set1_pd(st.t);
+  auto at = [&](int64_t s) { return kRev ? row + n - 4 - s : row + s; };  // a group's first element
+  for (int64_t s = s0; s < s1; s += 4 * kG) {
+    const int64_t len = std::min(s1 - s, 4 * kG), full = len / 4, r = len % 4;
+    const int64_t lo = kRev ? row + n - s - len : row + s + 4 * full;  // the partial group's elements
+    const int64_t off = kRev ? 4 - r : 0;                              // ... in its buffer
+    for (int64_t g = 0; g < full; ++g)
+      lse_group_factors<kRev, kExcl>(load4(in + at(s + 4 * g)), mp, bm + 4 * g, bA + 4 * g, bt + 4 * g);
+    if (r > 0) {
+      const T ninf = -std::numeric_limits<T>::infinity();
+      T xb[4] = {ninf, ninf, ninf, ninf};
+      std::memcpy(xb + off, in + lo, static_cast<size_t>(r) * sizeof(T));
+      lse_group_factors<kRev, kExcl>(load4(xb), mp, bm + 4 * full, bA + 4 * full, bt + 4 * full);
+    }
+    const int64_t ng = full + (r > 0);
+    for (int64_t g = 0; g < ng; ++g) {
+      VS<2> v{{_mm256_load_pd(bA + 4 * g), _mm256_load_pd(bt + 4 * g)}};
+      v = dscan4<AffineOp, kRev>(v);
+      const __m256d tn = _mm256_fmadd_pd(v.c[0], tp, v.c[1]);
+      if constexpr (kWrite) _mm256_store_pd(bt + 4 * g, kExcl ? dshift_in<kRev>(tn, tp) : tn);
+      tp = dbcast_last<kRev>(tn);
+    }
+    if constexpr (kWrite) {
+      for (int64_t g = 0; g < full; ++g)
+        store4<kNT>(out + at(s + 4 * g), lse_value(_mm256_load_pd(bm + 4 * g), _mm256_load_pd(bt + 4 * g)));
+      if (r > 0) {
+        T yb[4];
+        store4<false>(yb, lse_value(_mm256_load_pd(bm + 4 * full), _mm256_load_pd(bt + 4 * full)));
+        std::memcpy(out + lo, yb + off, static_cast<size_t>(r) * sizeof(T));
+      }
+    }
+  }
+  return {_mm256_cvtsd_f64(mp), _mm256_cvtsd_f64(tp)};
+}
+
+// One step of 4 columns: element x, the columns' states (m, t) in place; stores the state the
+// outputs use (after the element; exclusive: before it) to vm, vt.
+template <bool kExcl>
+static SCANOPS_AI void lse_col_step(__m256d x, __m256d& m, __m256d& t, double* vm, double* vt) {
+  const __m256d nan = _mm256_cmp_pd(x, x, _CMP_UNORD_Q);
+  const __m256d xs = _mm256_blendv_pd(x, _mm256_set1_pd(-__builtin_inf()), nan);
+  const __m256d M = _mm256_max_pd(xs, m);
+  __m256d gt;
+  const __m256d a = lse_factor(x, xs, nan, m, M, gt);
+  const __m256d tn = _mm256_blendv_pd(_mm256_add_pd(t, a), _mm256_fmadd_pd(a, t, a), gt);
+  _mm256_store_pd(vm, kExcl ? m : M);
+  _mm256_store_pd(vt, kExcl ? t : tn);
+  m = M;
+  t = tn;
+}
+
+// Columns [i0, i0 + w) of outer index o, scan positions [s0, s1) (rev: positions n-1-s), from
+// the states Lm[0, w) (maxima) and Lt[0, w), updated in place. Per row, chunks of up to 64
+// columns in two loops (the states and exps, then the log1ps and stores; see lse_row_impl);
+// columns past the last whole vector run the same step on buffers.
+template <class T, bool kExcl, bool kWrite>
+static void lse_col_walk_impl(const T* in, T* out, int64_t n, int64_t inner, bool rev, int64_t o, int64_t i0, int64_t w,
+                              int64_t s0, int64_t s1, double* Lm, double* Lt) {
+  constexpr int64_t kC = 64;
+  alignas(32) double bm[kC], bt[kC];
+  const int64_t step = rev ? -inner : inner;
+  int64_t base = (o * n + (rev ? n - 1 - s0 : s0)) * inner + i0;
+  for (int64_t s = s0; s < s1; ++s, base += step) {
+    for (int64_t j0 = 0; j0 < w; j0 += kC) {
+      const int64_t len = std::min(w - j0, kC), full = len / 4 * 4, r = len - full;
+      for (int64_t j = 0; j < full; j += 4) {
+        __m256d m = _mm256_loadu_pd(Lm + j0 + j), t = _mm256_loadu_pd(Lt + j0 + j);
+        lse_col_step<kExcl>(load4(in + base + j0 + j), m, t, bm + j, bt + j);
+        _mm256_storeu_pd(Lm + j0 + j, m);
+        _mm256_storeu_pd(Lt + j0 + j, t);
+      }
+      const int64_t jr = j0 + full;  // r < 4 columns left
+      if (r > 0) {
+        T xb[4] = {0, 0, 0, 0};
+        alignas(32) double mb[4] = {0, 0, 0, 0}, tb[4] = {0, 0, 0, 0};
+        std::memcpy(xb, in + base + jr, static_cast<size_t>(r) * sizeof(T));
+        std::memcpy(mb, Lm + jr, static_cast<size_t>(r) * sizeof(double));
+        std::memcpy(tb, Lt + jr, static_cast<size_t>(r) * sizeof(double));
+        __m256d m = _mm256_load_pd(mb), t = _mm256_load_pd(tb);
+        lse_col_step<kExcl>(load4(xb), m, t, bm + full, bt + full);
+        _mm256_store_pd(mb, m);
+        _mm256_store_pd(tb, t);
+        std::memcpy(Lm + jr, mb, static_cast<size_t>(r) * sizeof(double));
+        std::memcpy(Lt + jr, tb, static_cast<size_t>(r) * sizeof(double));
+      }
+      if constexpr (kWrite) {
+        for (int64_t j = 0; j < full; j += 4)
+          store4<false>(out + base + j0 + j, lse_value(_mm256_load_pd(bm + j), _mm256_load_pd(bt + j)));
+        if (r > 0) {
+          T yb[4];
+          store4<false>(yb, lse_value(_mm256_load_pd(bm + full), _mm256_load_pd(bt + full)));
+          std::memcpy(out + base + jr, yb, static_cast<size_t>(r) * sizeof(T));
+        }
+      }
+    }
+  }
+}
+
+#undef SCANOPS_AI
+}  // namespace avx2
