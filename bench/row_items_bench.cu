@@ -1,6 +1,6 @@
 // A kernel-level experiment, not part of the library: times scanops' row kernel
-// (ops/cuda/row_scan.cuh) for cummax (MaxCombine<float>, 32- and 64-bit positions) and cumsum
-// at several items-per-thread counts, against a device copy of the same bytes, one floor per
+// (ops/cuda/row_scan.cuh) for cummax (MaxCombine<float>, 32- and 64-bit positions), cumsum,
+// float32 cumprod and bfloat16 / float16 cumsum at several items-per-thread counts, against a device copy of the same bytes, one floor per
 // byte count measured interleaved with the runs (best of `reps`). Used to pick the row tile
 // shape of the indexed combines and the look-back chunk size (docs/design.md). It checks no
 // results: the kernels' correctness is test/cuda_exact_check.py's job.
@@ -136,14 +136,35 @@ int main(int argc, char** argv) {
                                      InputSource<Sum, float>{in, nullptr, nullptr},
                                      OutputSink<Sum, float>{out, nullptr, true}, rows, length);
                    }});
+  // float32 cumprod (float64 states) and bfloat16 / float16 cumsum (float32 states).
+  using Prod = ProdCombine<double>;
+#define SCANOPS_CASE(C, T, K, B)                                                                \
+  cases.push_back({#C " " #T " items " #K, B, [&] {                                            \
+                     launch<C, K>(ctx, arena,                                                   \
+                                  InputSource<C, T>{reinterpret_cast<const T*>(in), nullptr,    \
+                                                    nullptr},                                   \
+                                  OutputSink<C, T>{reinterpret_cast<T*>(out), nullptr, true},   \
+                                  rows, length);                                                \
+                   }});
+  SCANOPS_CASE(Prod, float, 16, 8)
+  SCANOPS_CASE(Prod, float, 32, 8)
+  SCANOPS_CASE(Sum, c10::BFloat16, 32, 4)
+  SCANOPS_CASE(Sum, c10::Half, 32, 4)
+#if SCANOPS_ROW_MAX_ITEMS > 32
+  SCANOPS_CASE(Sum, c10::BFloat16, 64, 4)
+  SCANOPS_CASE(Sum, c10::Half, 64, 4)
+#endif
+#undef SCANOPS_CASE
 
   std::vector<float> best(cases.size(), 1e30f);
-  float floor16 = 1e30f, floor8 = 1e30f, hi16 = 0, hi8 = 0;
+  float floor16 = 1e30f, floor8 = 1e30f, floor4 = 1e30f, hi16 = 0, hi8 = 0, hi4 = 0;
   for (int r = 0; r < reps; ++r) {
     const float f16 = time_ms([&] { cudaMemcpyAsync(copy_b, copy_a, n * 8, cudaMemcpyDeviceToDevice, stream); }, stream);
     const float f8 = time_ms([&] { cudaMemcpyAsync(copy_b, copy_a, n * 4, cudaMemcpyDeviceToDevice, stream); }, stream);
     floor16 = std::min(floor16, f16), hi16 = std::max(hi16, f16);
     floor8 = std::min(floor8, f8), hi8 = std::max(hi8, f8);
+    const float f4 = time_ms([&] { cudaMemcpyAsync(copy_b, copy_a, n * 2, cudaMemcpyDeviceToDevice, stream); }, stream);
+    floor4 = std::min(floor4, f4), hi4 = std::max(hi4, f4);
     for (size_t c = 0; c < cases.size(); ++c) {
       best[c] = std::min(best[c], time_ms(cases[c].run, stream));
     }
@@ -151,10 +172,12 @@ int main(int argc, char** argv) {
   const cudaError_t err = cudaDeviceSynchronize();
   printf("%s rows %lld length %lld reps %d (%s)\n", prop.name, (long long)rows, (long long)length,
          reps, cudaGetErrorString(err));
-  printf("floor 16 B/element %.3f ms (spread %.1f%%), 8 B/element %.3f ms (spread %.1f%%)\n",
-         floor16, 100 * (hi16 / floor16 - 1), floor8, 100 * (hi8 / floor8 - 1));
+  printf("floor 16 B/element %.3f ms (spread %.1f%%), 8 B/element %.3f ms (spread %.1f%%), "
+         "4 B/element %.3f ms (spread %.1f%%)\n",
+         floor16, 100 * (hi16 / floor16 - 1), floor8, 100 * (hi8 / floor8 - 1), floor4,
+         100 * (hi4 / floor4 - 1));
   for (size_t c = 0; c < cases.size(); ++c) {
-    const float fl = cases[c].bytes == 16 ? floor16 : floor8;
+    const float fl = cases[c].bytes == 16 ? floor16 : cases[c].bytes == 8 ? floor8 : floor4;
     printf("%-22s %8.3f ms  %5.1f%% of copy\n", cases[c].name.c_str(), best[c], 100 * fl / best[c]);
   }
   return err == cudaSuccess ? 0 : 1;

@@ -90,31 +90,34 @@ __global__ void __launch_bounds__(kColThreads, 2)
     // combined and stored, so a thread keeps up to 2 * kColUnroll loads in flight (measured
     // on the H100 against 8 loads, not pipelined: the three passes on (2^22, 64) along dim 0
     // 56% -> 62% of copy, (2^24, 8) 51% -> 58%).
-    auto load = [&](int64_t s, int64_t at, state_t (&x)[kColUnroll]) {
+    // Elements are held as the source holds them (the inputs themselves where they are
+    // narrower than the states: float32 cumprod) and lifted when combined.
+    using held_t = typename Source::held_t;
+    auto load = [&](int64_t s, int64_t at, held_t (&x)[kColUnroll]) {
       const int m = static_cast<int>(std::min<int64_t>(kColUnroll, s1 - s));
 #pragma unroll
       for (int u = 0; u < kColUnroll; ++u) {
         // (position along the column in the original order: counted, not divided out)
-        x[u] = u < m ? src.load_at(at + u * step, g.reverse ? g.length - 1 - (s + u) : s + u)
-                     : Combine::identity();
+        x[u] = u < m ? src.hold_at(at + u * step, g.reverse ? g.length - 1 - (s + u) : s + u)
+                     : Source::held_identity();
       }
     };
-    state_t cur[kColUnroll];
+    held_t cur[kColUnroll];
     load(s0, idx, cur);
 #pragma unroll 1
     for (int64_t s = s0; s < s1; s += kColUnroll, idx += kColUnroll * step) {
-      state_t nxt[kColUnroll];
+      held_t nxt[kColUnroll];
       if (s + kColUnroll < s1) load(s + kColUnroll, idx + kColUnroll * step, nxt);
       const int m = static_cast<int>(std::min<int64_t>(kColUnroll, s1 - s));
       if (pass == Pass::Reduce) {
 #pragma unroll
-        for (int u = 0; u < kColUnroll; ++u) carry = Combine::combine(carry, cur[u]);
+        for (int u = 0; u < kColUnroll; ++u) carry = Combine::combine(carry, src.lift_held(cur[u]));
       } else {
 #pragma unroll
         for (int u = 0; u < kColUnroll; ++u) {
           if (u < m) {
             if (g.exclusive) dst.store(idx + u * step, carry);
-            carry = Combine::combine(carry, cur[u]);
+            carry = Combine::combine(carry, src.lift_held(cur[u]));
             if (!g.exclusive) dst.store(idx + u * step, carry);
           }
         }
@@ -132,45 +135,55 @@ constexpr int kColWarps = 8;
 constexpr int kColTileThreads = kColWarps * kWarpSize;
 constexpr int64_t kMinColBands = 16;  // column bands (of 32 columns) the tile kernel needs
 
-// Rows per band (per thread): 128 bytes of states in registers.
-template <class state_t>
+// Rows per band (per thread): 128 bytes of held elements (Source::held_t) in registers.
+template <class Source>
 constexpr int col_band_rows() {
-  return 128 / static_cast<int>(sizeof(state_t)) < 32 ? 128 / static_cast<int>(sizeof(state_t))
-                                                       : 32;
+  constexpr int size = static_cast<int>(sizeof(typename Source::held_t));
+  return 128 / size < 32 ? 128 / size : 32;
 }
 
 // A lane's run of R consecutive scan positions s0 + k (k < m; m may be <= 0 past the end) of
-// one column, starting at element idx0, `step` elements apart: loaded and scanned in
-// registers, then written from the carry of what precedes it. The two column tile kernels'
-// lanes are such runs.
-template <class Combine, int R>
+// one column, starting at element idx0, `step` elements apart: its elements are loaded into
+// registers (as the source holds them) and reduced; once the carry of what precedes the run
+// is known they are scanned from it and written. The two column tile kernels' lanes are such
+// runs.
+template <class Combine, class Source, int R>
 struct ColumnRun {
   using state_t = typename Combine::state_t;
-  state_t x[R];  // inclusive prefixes within the run
+  using held_t = typename Source::held_t;
+  held_t x[R];
   int64_t idx0, step, s0, m;
   bool active;
 
-  template <class Source>
-  __device__ __forceinline__ void load_scan(const Source& src, int64_t length, bool reverse) {
+  // The run of scan positions s0 + [0, R) starting at memory element idx0.
+  static __device__ __forceinline__ ColumnRun at(int64_t idx0, int64_t step, int64_t s0,
+                                                 int64_t length, bool active) {
+    return ColumnRun{{}, idx0, step, s0, std::min<int64_t>(R, length - s0), active};
+  }
+  // Loads the run; returns its total (the state after its last element).
+  __device__ __forceinline__ state_t load_reduce(const Source& src, int64_t length,
+                                                 bool reverse) {
 #pragma unroll
     for (int k = 0; k < R; ++k) {
       x[k] = (active && k < m)
-                 ? src.load_at(idx0 + k * step, reverse ? length - 1 - (s0 + k) : s0 + k)
-                 : Combine::identity();
+                 ? src.hold_at(idx0 + k * step, reverse ? length - 1 - (s0 + k) : s0 + k)
+                 : Source::held_identity();
     }
+    state_t total = src.lift_held(x[0]);
 #pragma unroll
-    for (int k = 1; k < R; ++k) x[k] = Combine::combine(x[k - 1], x[k]);
+    for (int k = 1; k < R; ++k) total = Combine::combine(total, src.lift_held(x[k]));
+    return total;
   }
-  __device__ __forceinline__ const state_t& total() const { return x[R - 1]; }
   template <class Sink>
-  __device__ __forceinline__ void store(const Sink& dst, const state_t& carry,
-                                        bool exclusive) const {
+  __device__ __forceinline__ void scan_store(const Source& src, const Sink& dst, state_t carry,
+                                             bool exclusive) const {
     if (!active) return;
 #pragma unroll
     for (int k = 0; k < R; ++k) {
       if (k < m) {
-        dst.store(idx0 + k * step, exclusive ? (k == 0 ? carry : Combine::combine(carry, x[k - 1]))
-                                             : Combine::combine(carry, x[k]));
+        const state_t before = carry;
+        carry = Combine::combine(carry, src.lift_held(x[k]));
+        dst.store(idx0 + k * step, exclusive ? before : carry);
       }
     }
   }
@@ -192,7 +205,7 @@ __global__ void __launch_bounds__(kColTileThreads, 2)
     column_tile_kernel(Source src, Sink dst, ColTileGeometry g,
                        ChunkStatus<typename Combine::state_t> status) {
   using state_t = typename Combine::state_t;
-  constexpr int R = col_band_rows<state_t>();
+  constexpr int R = col_band_rows<Source>();
   constexpr int kTileRows = kColWarps * R;
   constexpr int kWindow = 8;                  // predecessors read at once
   constexpr int kHistory = 4 * kWindow;       // kept for the fold
@@ -216,14 +229,10 @@ __global__ void __launch_bounds__(kColTileThreads, 2)
     const int64_t col = (band - o * g.col_tiles) * kWarpSize + lane;
     // Scan positions of this thread: s0 + k, k < R (those < length).
     const int64_t s0 = rt * kTileRows + int64_t{warp} * R;
-    ColumnRun<Combine, R> run{{},
-                              (o * g.length + (g.reverse ? g.length - 1 - s0 : s0)) * g.inner + col,
-                              g.reverse ? -g.inner : g.inner,
-                              s0,
-                              std::min<int64_t>(R, g.length - s0),
-                              col < g.inner};
-    run.load_scan(src, g.length, g.reverse);
-    band_prefix[warp * kWarpSize + lane] = run.total();
+    auto run = ColumnRun<Combine, Source, R>::at(
+        (o * g.length + (g.reverse ? g.length - 1 - s0 : s0)) * g.inner + col,
+        g.reverse ? -g.inner : g.inner, s0, g.length, col < g.inner);
+    band_prefix[warp * kWarpSize + lane] = run.load_reduce(src, g.length, g.reverse);
     __syncthreads();
 
     if (warp == 0) {
@@ -287,14 +296,14 @@ __global__ void __launch_bounds__(kColTileThreads, 2)
       }
     }
     __syncthreads();
-    run.store(dst, band_prefix[warp * kWarpSize + lane], g.exclusive);
+    run.scan_store(src, dst, band_prefix[warp * kWarpSize + lane], g.exclusive);
     // (the next item's first barrier orders these reads of band_prefix before its writes)
   }
 }
 
 // ---------------------------------------------------------------------------------------
 // column_warp_kernel: a work item is a block's tile of R scan positions x kWarpTileWarps * 32
-// columns (R = col_band_rows: 128 bytes of states per lane in registers); warp w takes the
+// columns (R = col_band_rows: 128 bytes of held elements per lane in registers); warp w takes the
 // item's w-th 32 columns, a lane per column. Warps are independent once the block has its
 // item: each warp chains its 32 columns to the same columns of the item above by a
 // per-column deterministic look-back done by the warp itself, in registers, so a warp waiting
@@ -323,7 +332,7 @@ __global__ void __launch_bounds__(kWarpTileThreads, 3)
     column_warp_kernel(Source src, Sink dst, ColTileGeometry g,
                        ChunkStatus<typename Combine::state_t> status) {
   using state_t = typename Combine::state_t;
-  constexpr int R = col_band_rows<state_t>();
+  constexpr int R = col_band_rows<Source>();
   __shared__ int64_t next_item;
   const int lane = threadIdx.x % kWarpSize;
   const int warp = threadIdx.x / kWarpSize;
@@ -343,14 +352,10 @@ __global__ void __launch_bounds__(kWarpTileThreads, 3)
     // A warp whose columns are all past the end has nothing to do (nobody waits for it).
     if (__ballot_sync(kFullMask, col < g.inner) == 0) continue;
     const int64_t s0 = rt * R;  // scan positions s0 + k, k < m
-    ColumnRun<Combine, R> run{{},
-                              (o * g.length + (g.reverse ? g.length - 1 - s0 : s0)) * g.inner + col,
-                              g.reverse ? -g.inner : g.inner,
-                              s0,
-                              std::min<int64_t>(R, g.length - s0),
-                              col < g.inner};
-    run.load_scan(src, g.length, g.reverse);
-    const state_t agg = run.total();
+    auto run = ColumnRun<Combine, Source, R>::at(
+        (o * g.length + (g.reverse ? g.length - 1 - s0 : s0)) * g.inner + col,
+        g.reverse ? -g.inner : g.inner, s0, g.length, col < g.inner);
+    const state_t agg = run.load_reduce(src, g.length, g.reverse);
     // Status slot of this warp's 32 columns in item `it` (a flag, and a state per lane).
     auto slot = [&](int64_t it) { return it * kWarpTileWarps + warp; };
 
@@ -387,7 +392,7 @@ __global__ void __launch_bounds__(kWarpTileThreads, 3)
                            status.inclusive + slot(item) * kWarpSize + lane,
                            Combine::combine(carry, agg), kInclusive);
     }
-    run.store(dst, carry, g.exclusive);
+    run.scan_store(src, dst, carry, g.exclusive);
   }
 }
 
@@ -399,12 +404,12 @@ void scan_columns(const LaunchContext& ctx, const Source& src, const Sink& dst, 
   const int64_t columns = outer * inner;
   const int64_t wanted = ctx.sms * kColThreadsWantedPerSM;
   const bool tiles = columns < ctx.sms * col_whole_columns_per_sm<Combine>();
-  constexpr int64_t kTileRows = kColWarps * col_band_rows<state_t>();
+  constexpr int64_t kTileRows = kColWarps * col_band_rows<Source>();
   // The tile kernel wants many column bands in flight: with few, its tiles chain down each
   // band one after another (measured on the H100: the 2 bands of (2^22, 64) along dim 0 at
   // 25% of copy speed; the three passes reached 51% on (2^24, 8) along dim 0).
   const int64_t bands = outer * ceil_div(inner, kWarpSize);
-  constexpr int64_t kWarpRows = col_band_rows<state_t>();
+  constexpr int64_t kWarpRows = col_band_rows<Source>();
   if (tiles && inner >= kWarpSize && length > kWarpRows && bands >= kMinWarpBands) {
     const ColTileGeometry g{outer, length, inner, ceil_div(inner, kWarpTileThreads),
                            ceil_div(length, kWarpRows), flags.exclusive, flags.reverse};
@@ -447,7 +452,7 @@ void scan_columns(const LaunchContext& ctx, const Source& src, const Sink& dst, 
   state_t* totals = scratch_states<state_t>(ctx, columns * g.chunks);
   launch(totals, Pass::Reduce);
   // Per column, the exclusive forward scan of its chunk totals: rows of g.chunks states.
-  scan_rows<Combine>(ctx, StateSource<state_t>{totals}, StateSink<state_t>{totals}, columns,
+  scan_rows<Combine>(ctx, StateSource<Combine>{totals}, StateSink<Combine>{totals}, columns,
                      g.chunks, ScanFlags{/*exclusive=*/true, /*reverse=*/false});
   launch(totals, Pass::Scan);
 }

@@ -8,6 +8,10 @@
 //     StateSource / StateSink     an array of states (chunk totals of the column scans)
 //   Sources and sinks offer scalar access at any offset and, where kVec > 1, aligned
 //   vector access of kVec consecutive elements (16 bytes at most).
+//   The row tile keeps elements between its load and its scan as `held_t` and results between
+//   its scan and its store as `lowered_t`: the input and output elements themselves where the
+//   lift and the cast are plain conversions (so a float32 cumprod or a bfloat16 cumsum holds
+//   4- or 2-byte elements, not its float64 / float32 states), the states otherwise.
 #pragma once
 
 #include <c10/cuda/CUDAException.h>
@@ -99,6 +103,20 @@ struct InputSource {
   using state_t = typename Combine::state_t;
   static constexpr int kVec = vec_width<in_t>();
   static constexpr int kInBytes = sizeof(in_t);                          // per input tensor
+  // Arity-1, unindexed combines of inputs of 4 bytes or more hold the input element itself (a
+  // masked-off one as the input value that lifts to identity(): 0 for sums, 1 for products,
+  // -inf for logaddexp); the others hold the lifted state. Measured on the H100
+  // (bench/row_items_bench.cu, (32768, 32768) rows, share of copy): float32 cumprod (float64
+  // states) 82% -> 97% holding the floats (32 items per thread instead of 16); float16 cumsum
+  // 73% holding halves (32 items; 78% with 64, which spill registers) against 87% holding its
+  // float32 states, bfloat16 73-79% either way: narrow inputs keep holding states
+  // (SCANOPS_HOLD_NARROW=1 holds them, for such experiments).
+#ifndef SCANOPS_HOLD_NARROW
+#define SCANOPS_HOLD_NARROW 0
+#endif
+  static constexpr bool kHoldsInput = Combine::arity == 1 && !Combine::indexed &&
+                                      (sizeof(in_t) >= 4 || SCANOPS_HOLD_NARROW);
+  using held_t = std::conditional_t<kHoldsInput, in_t, state_t>;
   const in_t* in;
   const in_t* coeff;  // arity 2 only
   const bool* mask;   // nullptr: no mask
@@ -113,13 +131,39 @@ struct InputSource {
       return Combine::template lift<in_t>(x);
     }
   }
+  // held_t: what a masked-off or absent element is held as; lift_held(held_identity())
+  // is identity().
+  static __device__ __forceinline__ held_t held_identity() {
+    if constexpr (kHoldsInput) {
+      return static_cast<in_t>(Combine::value(Combine::identity()));
+    } else {
+      return Combine::identity();
+    }
+  }
+  __device__ __forceinline__ held_t hold(in_t x, in_t a, bool keep, int64_t pos) const {
+    if constexpr (kHoldsInput) {
+      return keep ? x : held_identity();
+    } else {
+      return keep ? lift(x, a, pos) : Combine::identity();
+    }
+  }
+  __device__ __forceinline__ state_t lift_held(const held_t& h) const {
+    if constexpr (kHoldsInput) {
+      return Combine::template lift<in_t>(h);
+    } else {
+      return h;
+    }
+  }
   // Element i, which sits at position pos of its line. Kernels count positions as they walk
   // (dividing them out of offsets cost measurable time at cummax's rates).
-  __device__ __forceinline__ state_t load_at(int64_t i, int64_t pos) const {
+  __device__ __forceinline__ held_t hold_at(int64_t i, int64_t pos) const {
     in_t a{};
     if constexpr (Combine::arity == 2) a = coeff[i];
-    const state_t s = lift(in[i], a, pos);
-    return (mask != nullptr && !mask[i]) ? Combine::identity() : s;
+    const in_t x = in[i];
+    return hold(x, a, mask == nullptr || mask[i], pos);
+  }
+  __device__ __forceinline__ state_t load_at(int64_t i, int64_t pos) const {
+    return lift_held(hold_at(i, pos));
   }
   // Prefetches elements [i, i + n) of every input into L2 (thread t of nt).
   __device__ __forceinline__ void prefetch_l2(int64_t i, int64_t n, int t, int nt) const {
@@ -129,14 +173,14 @@ struct InputSource {
     }
     if (mask != nullptr) prefetch_l2_range(mask + i, n, t, nt);
   }
-  // Whether load_vec may be used at element offset i.
+  // Whether hold_vec may be used at element offset i.
   __device__ __forceinline__ bool vec_ok(int64_t i) const {
     return is_aligned<kVec>(in + i) && (Combine::arity == 1 || is_aligned<kVec>(coeff + i)) &&
            (mask == nullptr || is_aligned<kVec>(mask + i));
   }
   // Elements i .. i + kVec - 1 at positions pos[0 ..] (read by indexed combines only).
-  __device__ __forceinline__ void load_vec(int64_t i, const int64_t (&pos)[kVec],
-                                           state_t (&out)[kVec]) const {
+  __device__ __forceinline__ void hold_vec(int64_t i, const int64_t (&pos)[kVec],
+                                           held_t (&out)[kVec]) const {
     using V = Vec<in_t, kVec>;
     const V x = *reinterpret_cast<const V*>(in + i);
     V a{};
@@ -144,17 +188,17 @@ struct InputSource {
     Vec<bool, kVec> m{};
     if (mask != nullptr) m = *reinterpret_cast<const Vec<bool, kVec>*>(mask + i);
 #pragma unroll
-    for (int t = 0; t < kVec; ++t) {
-      out[t] = (mask != nullptr && !m.v[t]) ? Combine::identity() : lift(x.v[t], a.v[t], pos[t]);
-    }
+    for (int t = 0; t < kVec; ++t) out[t] = hold(x.v[t], a.v[t], mask == nullptr || m.v[t], pos[t]);
   }
 };
 
 // The problem's output: value(state) cast to out_t (and, for indexed combines, index(state)
-// to the int64 indices).
+// to the int64 indices). Unindexed combines lower a state to its out_t element before the
+// store; indexed ones keep the state (lowered_t) until the store writes both outputs.
 template <class Combine, class out_t>
 struct OutputSink {
   using state_t = typename Combine::state_t;
+  using lowered_t = std::conditional_t<Combine::indexed, state_t, out_t>;
   static constexpr int kVec = vec_width<out_t>();
   out_t* out;
   int64_t* indices = nullptr;  // indexed combines only
@@ -163,20 +207,38 @@ struct OutputSink {
   static __device__ __forceinline__ out_t cast(const state_t& s) {
     return static_cast<out_t>(Combine::value(s));
   }
-  __device__ __forceinline__ void store(int64_t i, const state_t& s) const {
-    out[i] = cast(s);
-    if constexpr (Combine::indexed) indices[i] = Combine::index(s);
+  static __device__ __forceinline__ lowered_t lower(const state_t& s) {
+    if constexpr (Combine::indexed) {
+      return s;
+    } else {
+      return cast(s);
+    }
   }
+  __device__ __forceinline__ void put(int64_t i, const lowered_t& y) const {
+    if constexpr (Combine::indexed) {
+      out[i] = cast(y);
+      indices[i] = Combine::index(y);
+    } else {
+      out[i] = y;
+    }
+  }
+  __device__ __forceinline__ void store(int64_t i, const state_t& s) const { put(i, lower(s)); }
   __device__ __forceinline__ bool vec_ok(int64_t i) const {
     if constexpr (Combine::indexed) {
       if (!is_aligned<kVec>(indices + i)) return false;
     }
     return is_aligned<kVec>(out + i);
   }
-  __device__ __forceinline__ void store_vec(int64_t i, const state_t (&s)[kVec]) const {
+  __device__ __forceinline__ void put_vec(int64_t i, const lowered_t (&s)[kVec]) const {
     Vec<out_t, kVec> y;
 #pragma unroll
-    for (int t = 0; t < kVec; ++t) y.v[t] = cast(s[t]);
+    for (int t = 0; t < kVec; ++t) {
+      if constexpr (Combine::indexed) {
+        y.v[t] = cast(s[t]);
+      } else {
+        y.v[t] = s[t];
+      }
+    }
     store_vec_hinted(reinterpret_cast<Vec<out_t, kVec>*>(out + i), y, streaming);
     if constexpr (Combine::indexed) {  // kVec int64s: 16-byte stores
       constexpr int kPair = kVec >= 2 ? 2 : 1;
@@ -194,21 +256,30 @@ struct OutputSink {
 // An array of states read and written as they are (no vector access: these arrays are small).
 // A StateSource and a StateSink may share one array: kernels read each element before
 // writing it, and only from the block that writes it.
-template <class state_t>
+template <class Combine>
 struct StateSource {
+  using state_t = typename Combine::state_t;
+  using held_t = state_t;
   static constexpr int kVec = 1;
   static constexpr int kInBytes = sizeof(state_t);
   const state_t* p;
+  static __device__ __forceinline__ held_t held_identity() { return Combine::identity(); }
+  __device__ __forceinline__ state_t lift_held(const held_t& h) const { return h; }
+  __device__ __forceinline__ held_t hold_at(int64_t i, int64_t /*pos*/) const { return p[i]; }
   __device__ __forceinline__ state_t load_at(int64_t i, int64_t /*pos*/) const { return p[i]; }
   __device__ __forceinline__ void prefetch_l2(int64_t i, int64_t n, int t, int nt) const {
     prefetch_l2_range(p + i, n * static_cast<int64_t>(sizeof(state_t)), t, nt);
   }
 };
 
-template <class state_t>
+template <class Combine>
 struct StateSink {
+  using state_t = typename Combine::state_t;
+  using lowered_t = state_t;
   static constexpr int kVec = 1;
   state_t* p;
+  static __device__ __forceinline__ lowered_t lower(const state_t& s) { return s; }
+  __device__ __forceinline__ void put(int64_t i, const lowered_t& s) const { p[i] = s; }
   __device__ __forceinline__ void store(int64_t i, const state_t& s) const { p[i] = s; }
 };
 

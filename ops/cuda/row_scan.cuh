@@ -44,8 +44,10 @@ constexpr int kRowWarps = kRowThreads / kWarpSize;
 constexpr int pow2_floor(int v) { return v <= 1 ? 1 : 2 * pow2_floor(v / 2); }
 
 // Items (consecutive scan positions) per thread for a Source/Sink pair: SCANOPS_ROW_BYTES of
-// each input per thread, at most kRowStateBytes of states in registers, at most 32 (the
-// segment heads are a 32-bit mask), at least one vector access of the source and of the sink.
+// each input per thread, at most kRowStateBytes of held elements in registers and of held or
+// lowered elements in the transposition buffer, at most SCANOPS_ROW_MAX_ITEMS (the tile takes
+// up to 64: the segment heads are a 64-bit mask), at least one vector access of the source
+// and of the sink.
 //
 // kRowStateBytes: 128 for arithmetic combines (fp32 cumsum: 32 items, 2 blocks per SM, 97% of
 // copy). Selections (cummax / cummin) write three times the bytes they read, and more
@@ -53,17 +55,26 @@ constexpr int pow2_floor(int v) { return v <= 1 ? 1 : 2 * pow2_floor(v / 2); }
 // bench/row_items_bench.cu, (32768, 32768) fp32 rows, (value, int32 position) states:
 // 8 items and 4 blocks per SM 88% of copy, 16 items and 3 blocks 86%, 16 items and 2 blocks
 // 79%; (2^24, 64) rows 86% / 81% / 69%.
+// A tile holds input elements, not states, where the combine lifts by a plain conversion
+// (InputSource::held_t), so a float32 cumprod (float64 states) takes 32 items as cumsum does,
+// and a bfloat16 cumsum 64 (128 bytes of input) instead of 32.
 template <class Combine>
 constexpr int kRowStateBytes = Combine::selects ? 64 : 128;
+#ifndef SCANOPS_ROW_MAX_ITEMS
+// At most 32 items: 64 bfloat16 items per thread spilled registers (an element narrower than
+// 32 bits still takes a register of its own).
+#define SCANOPS_ROW_MAX_ITEMS 32
+#endif
 
 template <class Combine, class Source, class Sink>
 constexpr int row_items() {
-  using state_t = typename Combine::state_t;
+  constexpr int held = static_cast<int>(sizeof(typename Source::held_t));
+  constexpr int lowered = static_cast<int>(sizeof(typename Sink::lowered_t));
   constexpr int by_input = SCANOPS_ROW_BYTES / Source::kInBytes;
-  constexpr int by_state = kRowStateBytes<Combine> / static_cast<int>(sizeof(state_t));
+  constexpr int by_state = kRowStateBytes<Combine> / (held > lowered ? held : lowered);
   constexpr int v = pow2_floor(by_input < by_state ? by_input : by_state);
   constexpr int lo = Source::kVec > Sink::kVec ? Source::kVec : Sink::kVec;
-  return v > 32 ? 32 : v < lo ? lo : v;
+  return v > SCANOPS_ROW_MAX_ITEMS ? SCANOPS_ROW_MAX_ITEMS : v < lo ? lo : v;
 }
 
 __device__ __forceinline__ int padded(int e) { return e + (e >> 5); }
@@ -82,16 +93,25 @@ struct RowGeometry {
 template <class Combine, class Source, class Sink, int kItems>
 struct RowTile {
   using state_t = typename Combine::state_t;
+  using held_t = typename Source::held_t;
+  using lowered_t = typename Sink::lowered_t;
+  using heads_t = std::conditional_t<(kItems > 32), unsigned long long, unsigned>;
   using Scan = BlockScan<Combine, kRowThreads>;
   static constexpr int kWarpItems = kWarpSize * kItems;
   static constexpr int kTile = kRowThreads * kItems;
-  // A warp's transposition buffer, padded with one state per 32 so that both the striped and
-  // the blocked access patterns are free of bank conflicts.
+  // A warp's transposition buffer, padded with one element per 32 so that both the striped
+  // and the blocked access patterns are free of bank conflicts.
   static constexpr int kWarpExchange = kWarpItems + kWarpItems / kWarpSize;
-  static_assert(kItems <= 32 && kItems % Source::kVec == 0 && kItems % Sink::kVec == 0);
+  static_assert(kItems <= 64 && kItems % Source::kVec == 0 && kItems % Sink::kVec == 0);
 
+  // A warp's buffer holds its held elements on the way in and its lowered ones on the way
+  // out, at the same address (the element sizes may differ).
+  union WarpExchange {
+    RawArray<held_t, kWarpExchange> held;
+    RawArray<lowered_t, kWarpExchange> lowered;
+  };
   struct Storage {
-    RawArray<state_t, kRowWarps * kWarpExchange> exchange;
+    WarpExchange exchange[kRowWarps];
     typename Scan::Storage scan;
   };
 
@@ -103,63 +123,62 @@ struct RowTile {
   // arguments. Positions along the line (indexed combines): memory element lo + m is at
   // m % seg (seg > 0: whole rows start at lo) or pos0 + m (seg == 0), counted here instead
   // of divided out of each offset.
+  // Each thread reduces its items, the block scans the thread aggregates, and each thread
+  // rescans its items from its prefix (CUB's reduce-then-scan within a thread): registers
+  // hold the held elements and a running state, never kItems states.
   template <class CarryOp>
   static __device__ state_t scan(Storage& st, const Source& src, const Sink& dst, int64_t lo, int n,
                                  int seg, int64_t pos0, CarryOp&& carry_op, bool reverse,
                                  bool exclusive) {
     const int lane = threadIdx.x % kWarpSize;
     const int warp = threadIdx.x / kWarpSize;
-    state_t* xbuf = &st.exchange[warp * kWarpExchange];
     const int wq = warp * kWarpItems;   // the warp's first scan position in the tile
     const int q0 = wq + lane * kItems;  // the thread's first scan position
 
     // Coalesced striped load into the warp's buffer, then each thread takes kItems
-    // consecutive positions (positions past n are identity).
+    // consecutive positions (positions past n hold identity).
+    held_t* hbuf = &st.exchange[warp].held[0];
     __syncwarp();  // the warp's reads of the previous tile's buffer are done
-    load_striped(src, xbuf, lo, n, seg, pos0, wq, reverse, lane);
+    load_striped(src, hbuf, lo, n, seg, pos0, wq, reverse, lane);
     __syncwarp();
-    state_t x[kItems];
+    held_t h[kItems];
 #pragma unroll
-    for (int k = 0; k < kItems; ++k) x[k] = xbuf[padded(lane * kItems + k)];
+    for (int k = 0; k < kItems; ++k) h[k] = hbuf[padded(lane * kItems + k)];
 
-    unsigned heads = 0;  // bit k: a segment starts at position q0 + k
+    heads_t heads = 0;  // bit k: a segment starts at position q0 + k
     if (seg > 0) {
       int r = q0 % seg;
 #pragma unroll
       for (int k = 0; k < kItems; ++k) {
-        if (r == 0 && q0 + k < n) heads |= 1u << k;
+        if (r == 0 && q0 + k < n) heads |= heads_t{1} << k;
         r = r + 1 == seg ? 0 : r + 1;
       }
     }
 
-    // Thread-local inclusive segmented scan, then the block-wide scan of thread aggregates.
+    // The thread's aggregate from its last head on, the block-wide scan of the aggregates
+    // (its barriers also order every read of the held buffer before the lowered writes that
+    // share its memory), then the rescan from the prefix the thread's items continue.
+    state_t agg = src.lift_held(h[0]);
 #pragma unroll
     for (int k = 1; k < kItems; ++k) {
-      if (!((heads >> k) & 1u)) x[k] = Combine::combine(x[k - 1], x[k]);
+      const state_t x = src.lift_held(h[k]);
+      agg = ((heads >> k) & 1u) ? x : Combine::combine(agg, x);
     }
     state_t total;
-    const state_t prefix = Scan::exclusive_scan(st.scan, heads != 0, x[kItems - 1], carry_op, total);
-
-    // Items before the thread's first head continue the preceding threads' segment.
-    const unsigned all = kItems == 32 ? kFullMask : (1u << kItems) - 1u;
-    const unsigned open = heads != 0 ? (heads & (0u - heads)) - 1u : all;
+    state_t s = Scan::exclusive_scan(st.scan, heads != 0, agg, carry_op, total);
+    lowered_t* obuf = &st.exchange[warp].lowered[0];
 #pragma unroll
     for (int k = 0; k < kItems; ++k) {
-      if ((open >> k) & 1u) x[k] = Combine::combine(prefix, x[k]);
+      const bool head = (heads >> k) & 1u;
+      const state_t x = src.lift_held(h[k]);
+      lowered_t y{};
+      if (exclusive) y = Sink::lower(head ? Combine::identity() : s);
+      s = head ? x : Combine::combine(s, x);
+      if (!exclusive) y = Sink::lower(s);
+      obuf[padded(lane * kItems + k)] = y;
     }
-    if (exclusive) {  // shift by one within the segment; a head's exclusive value is identity
-#pragma unroll
-      for (int k = kItems - 1; k > 0; --k) {
-        x[k] = ((heads >> k) & 1u) ? Combine::identity() : x[k - 1];
-      }
-      x[0] = (heads & 1u) ? Combine::identity() : prefix;
-    }
-
-    // Back through the buffer (each thread rewrites only its own slots) to a striped store.
-#pragma unroll
-    for (int k = 0; k < kItems; ++k) xbuf[padded(lane * kItems + k)] = x[k];
     __syncwarp();
-    store_striped(dst, xbuf, lo, n, wq, reverse, lane);
+    store_striped(dst, obuf, lo, n, wq, reverse, lane);
     return total;
   }
 
@@ -169,14 +188,16 @@ struct RowTile {
                                    bool reverse) {
     const int lane = threadIdx.x % kWarpSize;
     const int warp = threadIdx.x / kWarpSize;
-    state_t* xbuf = &st.exchange[warp * kWarpExchange];
+    held_t* hbuf = &st.exchange[warp].held[0];
     const int wq = warp * kWarpItems;
     __syncwarp();
-    load_striped(src, xbuf, lo, n, 0, pos0, wq, reverse, lane);
+    load_striped(src, hbuf, lo, n, 0, pos0, wq, reverse, lane);
     __syncwarp();
-    state_t a = xbuf[padded(lane * kItems)];
+    state_t a = src.lift_held(hbuf[padded(lane * kItems)]);
 #pragma unroll
-    for (int k = 1; k < kItems; ++k) a = Combine::combine(a, xbuf[padded(lane * kItems + k)]);
+    for (int k = 1; k < kItems; ++k) {
+      a = Combine::combine(a, src.lift_held(hbuf[padded(lane * kItems + k)]));
+    }
     state_t total;
     Scan::exclusive_scan(st.scan, false, a, [](const state_t&) { return Combine::identity(); },
                          total);
@@ -193,7 +214,7 @@ struct RowTile {
   // either direction. Full tiles at aligned offsets load kVec consecutive memory elements
   // per access instead (striped by vector; all issued before the first is used), placed at
   // their scan positions.
-  static __device__ __forceinline__ void load_striped(const Source& src, state_t* xbuf, int64_t lo,
+  static __device__ __forceinline__ void load_striped(const Source& src, held_t* xbuf, int64_t lo,
                                                       int n, int seg, int64_t pos0, int wq,
                                                       bool reverse, int lane) {
     if constexpr (Source::kVec > 1) {
@@ -201,7 +222,7 @@ struct RowTile {
       if (n == kTile && src.vec_ok(lo)) {  // uniform over the block
         // The warp's positions occupy memory [lo + r0, lo + r0 + kWarpItems).
         const int r0 = reverse ? kTile - wq - kWarpItems : wq;
-        state_t v[kItems / V][V];
+        held_t v[kItems / V][V];
 #pragma unroll
         for (int j = 0; j < kItems / V; ++j) {
           const int m = r0 + (j * kWarpSize + lane) * V;
@@ -213,7 +234,7 @@ struct RowTile {
               pos[t] = (seg > 0 && pos[t - 1] + 1 == seg) ? 0 : pos[t - 1] + 1;
             }
           }
-          src.load_vec(lo + m, pos, v[j]);
+          src.hold_vec(lo + m, pos, v[j]);
         }
 #pragma unroll
         for (int j = 0; j < kItems / V; ++j) {
@@ -231,12 +252,12 @@ struct RowTile {
       const int e = j * kWarpSize + lane;
       const int q = wq + e;
       const int m = reverse ? n - 1 - q : q;
-      state_t x = Combine::identity();
+      held_t x = Source::held_identity();
       if (q < n) {
         if constexpr (Combine::indexed) {
-          x = src.load_at(lo + m, position(m, seg, pos0));
+          x = src.hold_at(lo + m, position(m, seg, pos0));
         } else {
-          x = src.load_at(lo + m, 0);
+          x = src.hold_at(lo + m, 0);
         }
       }
       xbuf[padded(e)] = x;
@@ -244,8 +265,9 @@ struct RowTile {
   }
 
   // The mirror image of load_striped, for positions < n.
-  static __device__ __forceinline__ void store_striped(const Sink& dst, state_t* xbuf, int64_t lo,
-                                                       int n, int wq, bool reverse, int lane) {
+  static __device__ __forceinline__ void store_striped(const Sink& dst, const lowered_t* xbuf,
+                                                       int64_t lo, int n, int wq, bool reverse,
+                                                       int lane) {
     if constexpr (Sink::kVec > 1) {
       constexpr int V = Sink::kVec;
       if (n == kTile && dst.vec_ok(lo)) {
@@ -253,12 +275,12 @@ struct RowTile {
 #pragma unroll
         for (int j = 0; j < kItems / V; ++j) {
           const int u = (j * kWarpSize + lane) * V;
-          state_t v[V];
+          lowered_t v[V];
 #pragma unroll
           for (int t = 0; t < V; ++t) {
             v[t] = xbuf[padded(reverse ? kWarpItems - 1 - (u + t) : u + t)];
           }
-          dst.store_vec(m0 + u, v);
+          dst.put_vec(m0 + u, v);
         }
         return;
       }
@@ -267,23 +289,25 @@ struct RowTile {
     for (int j = 0; j < kItems; ++j) {
       const int e = j * kWarpSize + lane;
       const int q = wq + e;
-      if (q < n) dst.store(reverse ? lo + (n - 1 - q) : lo + q, xbuf[padded(e)]);
+      if (q < n) dst.put(reverse ? lo + (n - 1 - q) : lo + q, xbuf[padded(e)]);
     }
   }
 };
 
 // Resident blocks per SM the register allocation must allow: 4 (64 registers a thread) while
-// a thread's states take at most 64 bytes (no spills for the selections' 8 items), else 2
-// (128 registers), so as not to spill (see kRowStateBytes for the measurements).
-template <class state_t, int kItems>
-constexpr int kRowMinBlocks = kItems * sizeof(state_t) > 64 ? 2 : 4;
+// kItems held or lowered elements take at most 16 registers of 32 bits (no spills for the
+// selections' 8 items), else 2 (128 registers), so as not to spill (see kRowStateBytes for
+// the measurements). An element narrower than 4 bytes still takes a register.
+template <class held_t, class lowered_t, int kItems>
+constexpr int kRowMinBlocks =
+    kItems * ((std::max(sizeof(held_t), sizeof(lowered_t)) + 3) / 4) > 16 ? 2 : 4;
 
 // Work items: packed mode, tile t holds rows [t * R, t * R + R), a segment head at every row
 // start; rows mode, item r is row r, scanned tile by tile carrying the state (both grid-
 // stride); look-back mode, item c is tile c % T of row c / T (T tiles per row), taken in
 // order from status.counter.
 template <class Combine, class Source, class Sink, int kItems>
-__global__ void __launch_bounds__(kRowThreads, kRowMinBlocks<typename Combine::state_t, kItems>)
+__global__ void __launch_bounds__(kRowThreads, kRowMinBlocks<typename Source::held_t, typename Sink::lowered_t, kItems>)
     row_scan_kernel(Source src, Sink dst, RowGeometry g,
                     ChunkStatus<typename Combine::state_t> status) {
   using Tile = RowTile<Combine, Source, Sink, kItems>;
