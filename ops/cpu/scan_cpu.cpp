@@ -305,6 +305,24 @@ struct CplxSumKernel {
   struct Guard {};
 };
 
+// Flag dispatch of a row walk from a state (ExtKernel, LseKernel): f(R, E, W, NT) runs the walk
+// instantiated for reverse, exclusive, write and streaming stores; a walk without outputs
+// (write = false) is instantiated for the direction only.
+template <class S, class F>
+S walk_row(const Ctx& c, bool write, bool nt, F&& f) {
+  S r{};
+  if (!write) {
+    with_bool(c.reverse, [&](auto R) { r = f(R, std::false_type{}, std::false_type{}, std::false_type{}); });
+    return r;
+  }
+  with_bool(c.reverse, [&](auto R) {
+    with_bool(c.exclusive, [&](auto E) {
+      with_bool(nt, [&](auto NT) { r = f(R, E, std::true_type{}, NT); });
+    });
+  });
+  return r;
+}
+
 // cummax / cummin along rows (inner == 1) and columns of float32 / float64. A row block with a
 // carry-in is walked from the carry (a selection: combine(C, L) is the walk from C, whatever the
 // association); the block's returned state is then combine(C, L), and fold(C, combine(C, L))
@@ -334,21 +352,9 @@ struct ExtKernel {
     const T* in = static_cast<const T*>(c.in);
     T* out = static_cast<T*>(c.out);
     const S st = carry ? C : identity();
-    S r{};
-    if (!write) {
-      with_bool(c.reverse, [&](auto R) {
-        r = ext_row_impl<T, kMax, R(), false, false, false>(in, out, c.idx, o * c.n, c.n, s0, s1, st);
-      });
-      return r;
-    }
-    with_bool(c.reverse, [&](auto R) {
-      with_bool(c.exclusive, [&](auto E) {
-        with_bool(stream_ok(c, o) && s0 % (32 / int64_t(sizeof(T))) == 0, [&](auto NT) {
-          r = ext_row_impl<T, kMax, R(), E(), true, NT()>(in, out, c.idx, o * c.n, c.n, s0, s1, st);
-        });
-      });
+    return walk_row<S>(c, write, stream_ok(c, o) && s0 % kVec == 0, [&](auto R, auto E, auto W, auto NT) {
+      return ext_row_impl<T, kMax, R(), E(), W(), NT()>(in, out, c.idx, o * c.n, c.n, s0, s1, st);
     });
-    return r;
   }
   __attribute__((noinline)) static void rows_short(const Ctx& c, int64_t o0, int64_t o1) {
     const T* in = static_cast<const T*>(c.in);
@@ -435,21 +441,9 @@ struct LseKernel {
     const T* in = static_cast<const T*>(c.in);
     T* out = static_cast<T*>(c.out);
     const S st = carry ? C : identity();
-    S r{};
-    if (!write) {
-      with_bool(c.reverse, [&](auto R) {
-        r = lse_row_impl<T, R(), false, false, false>(in, out, o * c.n, c.n, s0, s1, st);
-      });
-      return r;
-    }
-    with_bool(c.reverse, [&](auto R) {
-      with_bool(c.exclusive, [&](auto E) {
-        with_bool(row_stream_ok(c, o), [&](auto NT) {
-          r = lse_row_impl<T, R(), E(), true, NT()>(in, out, o * c.n, c.n, s0, s1, st);
-        });
-      });
+    return walk_row<S>(c, write, row_stream_ok(c, o), [&](auto R, auto E, auto W, auto NT) {
+      return lse_row_impl<T, R(), E(), W(), NT()>(in, out, o * c.n, c.n, s0, s1, st);
     });
-    return r;
   }
   __attribute__((noinline)) static void rows_short(const Ctx& c, int64_t o0, int64_t o1) {
     const T* in = static_cast<const T*>(c.in);
