@@ -12,9 +12,10 @@
 //     value(combine(C_b, L)) where C_b is the block's carry-in, folded sequentially:
 //     C_1 = T_0, C_{b+1} = combine(C_b, T_b) (T_b: the block's total); the first block writes
 //     value(L). A block scanned by one thread from its carry-in thus gives exactly what a
-//     one-thread pass over the whole row gives. (logcumsumexp: one block per line, see
-//     WholeLines; cummax / cummin and logcumsumexp walk without the groups of 8, see
-//     SequentialOnly.)
+//     one-thread pass over the whole row gives. (Portable logcumsumexp: one block per line,
+//     see WholeLines; cummax / cummin and logcumsumexp walk without the groups of 8, see
+//     SequentialOnly. AVX2 logcumsumexp and cummax / cummin walk a block from its carry-in
+//     instead, which gives the one-pass walk's bits for any blocking: see LseKernel, ExtKernel.)
 //   * Columns (inner > 1): every column is scanned sequentially, vectorised across the
 //     contiguous columns. When the problem has few columns (outer*inner < kFewColumns) and long
 //     lines, the length is cut into fixed blocks of rows with the same carry-in arithmetic, so
@@ -30,7 +31,8 @@
 // Kernels: AVX2 + FMA (float32 / float64 inputs, float64 lanes: float32 accumulates in
 // float64 as torch's CPU kernel does; complex64 / complex128 sums along rows with
 // complex<double> states, two elements a vector; cummax / cummin along float32 / float64
-// rows and columns) in scan_cpu_avx2.h, compiled with a GCC target pragma and used only when
+// rows and columns) in scan_cpu_avx2.h, logcumsumexp of float32 / float64 rows and columns
+// (float64 lanes) in scan_cpu_lse_avx2.h, compiled with a GCC target pragma and used only when
 // the CPU has AVX2 and FMA (and ATen's capability is not forced to DEFAULT,
 // SCANOPS_CPU_KERNELS != generic); a portable scalar kernel for every other case.
 // Large outputs are written with streaming (non-temporal) stores.
