@@ -30,6 +30,19 @@ inline ScanSpec cummin_spec(bool exclusive, bool reverse) {
   return {"scanops.cummin", CombineKind::Min, {exclusive, reverse}};
 }
 
+// Internal ops of the backward passes: a scan with the output epilogue mul * (value + add)
+// fused into its store, and (linear recurrences) the input scaled by its coefficient on
+// load. Autograd formulas call them when no graph of the backward is recorded.
+inline ScanSpec cumsum_fused_spec(bool exclusive, bool reverse) {
+  return {"scanops._cumsum_fused", CombineKind::Sum, {exclusive, reverse}};
+}
+inline ScanSpec linear_recurrence_fused_spec(bool exclusive, bool reverse) {
+  return {"scanops._linear_recurrence_fused", CombineKind::Affine, {exclusive, reverse}};
+}
+inline const at::Tensor* optional_ptr(const std::optional<at::Tensor>& t) {
+  return t.has_value() && t->defined() ? &*t : nullptr;
+}
+
 // `Engine` is scan (real data) or scan_meta (shapes only).
 #define SCANOPS_CATALOG_OPS(SUFFIX, ENGINE)                                                     \
   inline at::Tensor cumsum##SUFFIX(const at::Tensor& self, int64_t dim, bool exclusive,        \
@@ -55,6 +68,23 @@ inline ScanSpec cummin_spec(bool exclusive, bool reverse) {
                                          bool reverse) {                                       \
     return ENGINE(logcumsumexp_spec(exclusive, reverse), ScanOperands{self}, dim,              \
                   std::nullopt);                                                               \
+  }                                                                                            \
+  inline at::Tensor cumsum_fused##SUFFIX(const at::Tensor& self, int64_t dim, bool exclusive,  \
+                                         bool reverse, const std::optional<at::Tensor>& add,    \
+                                         const std::optional<at::Tensor>& mul) {                \
+    ScanOperands in{self};                                                                     \
+    in.add = optional_ptr(add);                                                                \
+    in.mul = optional_ptr(mul);                                                                \
+    return ENGINE(cumsum_fused_spec(exclusive, reverse), in, dim, std::nullopt);               \
+  }                                                                                            \
+  inline at::Tensor linear_recurrence_fused##SUFFIX(                                           \
+      const at::Tensor& a, const at::Tensor& x, int64_t dim, bool exclusive, bool reverse,     \
+      bool scale_x, const std::optional<at::Tensor>& add, const std::optional<at::Tensor>& mul) { \
+    ScanOperands in{x, nullptr, &a, "x", "a"};                                                 \
+    in.add = optional_ptr(add);                                                                \
+    in.mul = optional_ptr(mul);                                                                \
+    in.scale_input = scale_x;                                                                  \
+    return ENGINE(linear_recurrence_fused_spec(exclusive, reverse), in, dim, std::nullopt);    \
   }                                                                                            \
   inline std::tuple<at::Tensor, at::Tensor> cummax##SUFFIX(const at::Tensor& self, int64_t dim, \
                                                           bool exclusive, bool reverse) {      \

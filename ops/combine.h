@@ -34,7 +34,8 @@ namespace scanops {
 enum class CombineKind : int { Sum = 0, Prod = 1, Affine = 2, LogAddExp = 3, Max = 4, Min = 5 };
 
 // Besides identity/combine/lift every combine operation has
-//   arity             how many input tensors an element is lifted from (1, or 2 for Affine)
+//   arity             how many input tensors an element is lifted from (1, or 2 for Affine,
+//                     which also has lift_scaled: the input multiplied by its coefficient)
 //   indexed           true: lift(v, pos) also takes the element's position along the scan dim
 //                     (in the original order), and index(s) is written to a second, int64
 //                     output (cummax / cummin); indexed combines also name narrow_t, the
@@ -131,6 +132,12 @@ struct AffineCombine {
   template <typename in_t>
   static SCANOPS_HD state_t lift(in_t a, in_t x) {
     return {static_cast<acc_t>(a), static_cast<acc_t>(x)};
+  }
+  // The element of the recurrence h[t] = a[t] * (h[t-1] + x[t]) (input scaled by its own
+  // coefficient: the backward passes' lam = g + linrec(a, a * g; exclusive) in one pass).
+  template <typename in_t>
+  static SCANOPS_HD state_t lift_scaled(in_t a, in_t x) {
+    return {static_cast<acc_t>(a), static_cast<acc_t>(a) * static_cast<acc_t>(x)};
   }
   static SCANOPS_HD acc_t value(state_t s) { return s.b; }
 };

@@ -128,6 +128,23 @@ int64_t check_scan_args(const ScanSpec& spec, const ScanOperands& in, int64_t di
                 ": argument 'mask' must be a bool tensor, got ", in.mask->scalar_type());
     check_companion(spec, self, in.self_name, *in.mask, "mask");
   }
+  const auto out_dtype = result_dtype(spec, self.scalar_type(), dtype, in.self_name);
+  TORCH_CHECK(!in.scale_input || spec.kind == CombineKind::Affine, op,
+              ": an input scaled by its coefficient needs a linear recurrence");
+  TORCH_CHECK(!kind_is_indexed(spec.kind) || (in.add == nullptr && in.mul == nullptr), op,
+              ": cummax / cummin take no output epilogue");
+  if (in.add != nullptr && in.add->defined()) {
+    TORCH_CHECK(in.add->scalar_type() == out_dtype, op, ": argument 'add' has dtype ",
+                in.add->scalar_type(), " but the result has dtype ", out_dtype,
+                "; they must match");
+    check_companion(spec, self, in.self_name, *in.add, "add");
+  }
+  if (in.mul != nullptr && in.mul->defined()) {
+    TORCH_CHECK(in.mul->scalar_type() == out_dtype || in.mul->scalar_type() == at::kBool, op,
+                ": argument 'mul' has dtype ", in.mul->scalar_type(),
+                " but the result has dtype ", out_dtype, "; it must match, or be bool");
+    check_companion(spec, self, in.self_name, *in.mul, "mul");
+  }
   if (in.coeff != nullptr) {
     TORCH_CHECK(!in.coeff->defined() || in.coeff->scalar_type() == self.scalar_type(), op,
                 ": argument '", in.coeff_name, "' has dtype ", in.coeff->scalar_type(),
@@ -188,9 +205,13 @@ std::tuple<at::Tensor, at::Tensor> run(const ScanSpec& spec, const ScanOperands&
   // Broadcast companions are materialised (1 byte per element for a mask).
   if (in.mask != nullptr) p.mask = in.mask->expand(self.sizes()).contiguous();
   if (in.coeff != nullptr) p.coeff = in.coeff->expand(self.sizes()).contiguous();
+  // The backward fusions' operands, materialised the same way.
+  if (in.add != nullptr && in.add->defined()) p.add = in.add->expand(self.sizes()).contiguous();
+  if (in.mul != nullptr && in.mul->defined()) p.mul = in.mul->expand(self.sizes()).contiguous();
+  p.scale_input = in.scale_input;
   // Lazy conjugate / negative views (x.conj(), as autograd's complex formulas pass) hold
   // the unconjugated data: the kernels read memory, so materialise them.
-  for (at::Tensor* t : {&p.input, &p.coeff}) {
+  for (at::Tensor* t : {&p.input, &p.coeff, &p.add, &p.mul}) {
     if (t->defined() && t->is_conj()) *t = t->resolve_conj();
     if (t->defined() && t->is_neg()) *t = t->resolve_neg();
   }
@@ -206,7 +227,12 @@ std::tuple<at::Tensor, at::Tensor> run(const ScanSpec& spec, const ScanOperands&
 
   switch (self.device().type()) {
     case c10::DeviceType::CPU:
+      // The CPU back end runs the backward fusions unfused: the prologue and the epilogue are
+      // elementwise passes around the scan (the same values, up to rounding of half types).
+      if (p.scale_input) p.input = p.coeff * p.input;  // (the composite formulas' order)
       scan_cpu(p);
+      if (p.add.defined()) output.add_(p.add);
+      if (p.mul.defined()) at::mul_out(output, p.mul, output);  // mul * y, as the formulas
       break;
     case c10::DeviceType::CUDA: {
       BackendFn fn = cuda_backend();

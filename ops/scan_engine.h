@@ -37,6 +37,10 @@ struct ScanSpec {
 //   indices: undefined, or (indexed combines: cummax / cummin) int64, self's shape: the
 //           position along the scan dim, in the original order, each output value came from
 // Element (o, l, i) lives at offset (o * length + l) * inner + i.
+// Fusions used by the backward passes (see ScanOperands), non-indexed kinds only:
+//   scale_input (Affine): element t is lifted as (a[t], a[t] * x[t]) instead of (a[t], x[t])
+//   add:    undefined, or out_t, self's shape: the value written is value + add[t] ...
+//   mul:    undefined, or out_t or bool, self's shape: ... and multiplies mul[t] (add first)
 struct ScanProblem {
   ScanSpec spec;
   at::Tensor input;
@@ -44,6 +48,9 @@ struct ScanProblem {
   at::Tensor coeff;
   at::Tensor output;
   at::Tensor indices;
+  at::Tensor add;
+  at::Tensor mul;
+  bool scale_input = false;
   int64_t outer = 1;
   int64_t length = 1;
   int64_t inner = 1;
@@ -70,6 +77,13 @@ struct ScanOperands {
   const at::Tensor* coeff = nullptr;
   const char* self_name = "self";
   const char* coeff_name = "a";
+  // The backward passes' fusions (internal ops: scanops::_cumsum_fused,
+  // scanops::_linear_recurrence_fused): an output epilogue mul * (value + add), elementwise,
+  // and for Affine the input scaled by its coefficient. `add` has the result dtype, `mul` the
+  // result dtype or bool; both broadcast to self's shape. nullptr / undefined: none.
+  const at::Tensor* add = nullptr;
+  const at::Tensor* mul = nullptr;
+  bool scale_input = false;
 };
 
 // Checks shared by the real kernels and the Meta kernels (no data access). Returns the

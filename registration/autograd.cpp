@@ -20,6 +20,9 @@
 //                               exclusive:  lam =     linrec(a, g;   exclusive, !r)
 //                               dx = lam,  da = lam * linrec(a, x; exclusive, r)  (= h[t-1])
 //   complex inputs: the same with a, x (cumprod: x) conjugated (PyTorch's convention)
+//   Without create_graph the masked_cumsum, cumprod and linear_recurrence formulas run as
+//   fused scans (fuse_backward below): the products and sums around each scan are done in
+//   its load and store, e.g. cumprod's dx = (g + linrec(x, x*g)) * E is one pass after E.
 //   logcumsumexp, cummax, cummin: see their Functions below
 #include <ATen/ATen.h>
 #include <ATen/Dispatch.h>
@@ -76,6 +79,36 @@ Flags load_flags(AutogradContext* ctx) {
           ctx->saved_data["reverse"].toBool()};
 }
 
+// The backward passes' fused scans (internal ops, no autograd of their own): used while no
+// graph of the backward is recorded (create_graph=False, the common case); a double backward
+// takes the composite formulas, which are differentiable. They compute the same values in
+// fewer passes over memory (see docs/design.md, "Forward + backward").
+bool fuse_backward() { return !at::GradMode::is_enabled(); }
+
+// _cumsum_fused: mul * (cumsum(g; e, r) + add).
+at::Tensor cumsum_fused(const at::Tensor& g, int64_t dim, ScanOptions o,
+                        const std::optional<at::Tensor>& add,
+                        const std::optional<at::Tensor>& mul) {
+  static const auto op =
+      c10::Dispatcher::singleton()
+          .findSchemaOrThrow("scanops::_cumsum_fused", "")
+          .typed<at::Tensor(const at::Tensor&, int64_t, bool, bool,
+                            const std::optional<at::Tensor>&, const std::optional<at::Tensor>&)>();
+  return op.call(g, dim, o.exclusive, o.reverse, add, mul);
+}
+// _linear_recurrence_fused: mul * (linear_recurrence(a, scale_x ? a * x : x; e, r) + add).
+at::Tensor linear_recurrence_fused(const at::Tensor& a, const at::Tensor& x, int64_t dim,
+                                   ScanOptions o, bool scale_x,
+                                   const std::optional<at::Tensor>& add,
+                                   const std::optional<at::Tensor>& mul) {
+  static const auto op =
+      c10::Dispatcher::singleton()
+          .findSchemaOrThrow("scanops::_linear_recurrence_fused", "")
+          .typed<at::Tensor(const at::Tensor&, const at::Tensor&, int64_t, bool, bool, bool,
+                            const std::optional<at::Tensor>&, const std::optional<at::Tensor>&)>();
+  return op.call(a, x, dim, o.exclusive, o.reverse, scale_x, add, mul);
+}
+
 void maybe_non_differentiable(AutogradContext* ctx, const at::Tensor& out) {
   if (!is_differentiable(out.scalar_type())) ctx->mark_non_differentiable({out});
 }
@@ -116,7 +149,9 @@ class MaskedCumsumFn : public torch::autograd::Function<MaskedCumsumFn> {
     const Flags f = load_flags(ctx);
     const auto self_dtype = ctx->saved_data["self_dtype"].toScalarType();
     const at::Tensor mask = ctx->get_saved_variables()[0];
-    at::Tensor g = scanops::cumsum(grads[0], f.dim, {f.exclusive, !f.reverse}) * mask;
+    at::Tensor g = fuse_backward()
+                       ? cumsum_fused(grads[0], f.dim, {f.exclusive, !f.reverse}, {}, mask)
+                       : scanops::cumsum(grads[0], f.dim, {f.exclusive, !f.reverse}) * mask;
     return {grad_as(g, self_dtype), {}, {}, {}, {}, {}};
   }
 };
@@ -141,6 +176,12 @@ class CumprodFn : public torch::autograd::Function<CumprodFn> {
     if (ctx->saved_data.count("dtype")) x = x.to(ctx->saved_data["dtype"].toScalarType());
     x = conj_if_complex(x);
     const at::Tensor before = scanops::cumprod(x, f.dim, {.exclusive = true, .reverse = f.reverse});
+    if (fuse_backward()) {  // dx = (linrec(x, x * g or g; exclusive, !r) (+ g)) * before
+      const at::Tensor dx = linear_recurrence_fused(
+          x, g, f.dim, {.exclusive = true, .reverse = !f.reverse}, /*scale_x=*/!f.exclusive,
+          f.exclusive ? std::optional<at::Tensor>() : std::optional<at::Tensor>(g), before);
+      return {grad_as(dx, self.scalar_type()), {}, {}, {}, {}};
+    }
     at::Tensor s;
     if (f.exclusive) {
       s = scanops::linear_recurrence(x, g, f.dim, {.exclusive = true, .reverse = !f.reverse});
@@ -171,14 +212,25 @@ class LinearRecurrenceFn : public torch::autograd::Function<LinearRecurrenceFn> 
     const ScanOptions back{.exclusive = true, .reverse = !f.reverse};
     // The full-shape coefficients: `a` may broadcast against x.
     const at::Tensor af = conj_if_complex(a.expand_symint(x.sym_sizes()));
-    at::Tensor lam = f.exclusive ? scanops::linear_recurrence(af, g, f.dim, back)
-                                 : g + scanops::linear_recurrence(af, af * g, f.dim, back);
+    const bool fuse = fuse_backward();
+    at::Tensor lam;
+    if (fuse) {
+      lam = linear_recurrence_fused(
+          af, g, f.dim, back, /*scale_x=*/!f.exclusive,
+          f.exclusive ? std::optional<at::Tensor>() : std::optional<at::Tensor>(g), {});
+    } else {
+      lam = f.exclusive ? scanops::linear_recurrence(af, g, f.dim, back)
+                        : g + scanops::linear_recurrence(af, af * g, f.dim, back);
+    }
     at::Tensor dx, da;
     if (ctx->needs_input_grad(1)) dx = lam;
     if (ctx->needs_input_grad(0)) {
-      const at::Tensor h_prev = scanops::linear_recurrence(
-          af, conj_if_complex(x), f.dim, {.exclusive = true, .reverse = f.reverse});  // conj(h[t-1])
-      da = grad_for(lam * h_prev, a.scalar_type(), a.sym_sizes());
+      // lam * conj(h[t-1]), h[t-1] the forward's exclusive recurrence
+      const ScanOptions fwd{.exclusive = true, .reverse = f.reverse};
+      const at::Tensor lam_h =
+          fuse ? linear_recurrence_fused(af, conj_if_complex(x), f.dim, fwd, false, {}, lam)
+               : lam * scanops::linear_recurrence(af, conj_if_complex(x), f.dim, fwd);
+      da = grad_for(lam_h, a.scalar_type(), a.sym_sizes());
     }
     return {da, dx, {}, {}, {}};
   }

@@ -12,6 +12,8 @@ TORCH_LIBRARY_IMPL(scanops, CPU, m) {
   m.impl("logcumsumexp", &scanops::catalog::logcumsumexp);
   m.impl("cummax", &scanops::catalog::cummax);
   m.impl("cummin", &scanops::catalog::cummin);
+  m.impl("_cumsum_fused", &scanops::catalog::cumsum_fused);
+  m.impl("_linear_recurrence_fused", &scanops::catalog::linear_recurrence_fused);
 }
 
 TORCH_LIBRARY_IMPL(scanops, CUDA, m) {
@@ -22,4 +24,6 @@ TORCH_LIBRARY_IMPL(scanops, CUDA, m) {
   m.impl("logcumsumexp", &scanops::catalog::logcumsumexp);
   m.impl("cummax", &scanops::catalog::cummax);
   m.impl("cummin", &scanops::catalog::cummin);
+  m.impl("_cumsum_fused", &scanops::catalog::cumsum_fused);
+  m.impl("_linear_recurrence_fused", &scanops::catalog::linear_recurrence_fused);
 }

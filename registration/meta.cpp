@@ -12,4 +12,6 @@ TORCH_LIBRARY_IMPL(scanops, Meta, m) {
   m.impl("logcumsumexp", &scanops::catalog::logcumsumexp_meta);
   m.impl("cummax", &scanops::catalog::cummax_meta);
   m.impl("cummin", &scanops::catalog::cummin_meta);
+  m.impl("_cumsum_fused", &scanops::catalog::cumsum_fused_meta);
+  m.impl("_linear_recurrence_fused", &scanops::catalog::linear_recurrence_fused_meta);
 }

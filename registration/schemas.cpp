@@ -32,4 +32,14 @@ TORCH_LIBRARY(scanops, m) {
       "cummin(Tensor self, int dim, *, bool exclusive=False, bool reverse=False) -> "
       "(Tensor values, Tensor indices)",
       tags);
+  // Internal (the backward passes' fusions, no autograd of their own): the scan's output y
+  // written as mul * (y + add); _linear_recurrence_fused with scale_x lifts (a[t], a[t] x[t]).
+  m.def(
+      "_cumsum_fused(Tensor self, int dim, *, bool exclusive, bool reverse, Tensor? add, "
+      "Tensor? mul) -> Tensor",
+      tags);
+  m.def(
+      "_linear_recurrence_fused(Tensor a, Tensor x, int dim, *, bool exclusive, bool reverse, "
+      "bool scale_x, Tensor? add, Tensor? mul) -> Tensor",
+      tags);
 }

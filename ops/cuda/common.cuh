@@ -120,11 +120,12 @@ struct InputSource {
   const in_t* in;
   const in_t* coeff;  // arity 2 only
   const bool* mask;   // nullptr: no mask
+  bool scaled = false;  // arity 2: lift_scaled (the input times its coefficient)
   // x: the input element, a: its coefficient (ignored for arity 1), pos: its position along
   // its line (indexed combines only).
   __device__ __forceinline__ state_t lift(in_t x, in_t a, int64_t pos) const {
     if constexpr (Combine::arity == 2) {
-      return Combine::template lift<in_t>(a, x);
+      return scaled ? Combine::template lift_scaled<in_t>(a, x) : Combine::template lift<in_t>(a, x);
     } else if constexpr (Combine::indexed) {
       return Combine::template lift<in_t>(x, pos);
     } else {
@@ -195,6 +196,8 @@ struct InputSource {
 // The problem's output: value(state) cast to out_t (and, for indexed combines, index(state)
 // to the int64 indices). Unindexed combines lower a state to its out_t element before the
 // store; indexed ones keep the state (lowered_t) until the store writes both outputs.
+// The backward passes' epilogue (unindexed only): the element written is
+// mul[i] * (y + add[i]) (or mul_mask[i] * ...), in out_t arithmetic as ATen's elementwise ops.
 template <class Combine, class out_t>
 struct OutputSink {
   using state_t = typename Combine::state_t;
@@ -203,6 +206,9 @@ struct OutputSink {
   out_t* out;
   int64_t* indices = nullptr;  // indexed combines only
   bool streaming = false;      // vector stores evict-first (outputs larger than L2)
+  const out_t* add = nullptr;
+  const out_t* mul = nullptr;
+  const bool* mul_mask = nullptr;
 
   static __device__ __forceinline__ out_t cast(const state_t& s) {
     return static_cast<out_t>(Combine::value(s));
@@ -214,18 +220,35 @@ struct OutputSink {
       return cast(s);
     }
   }
+  __device__ __forceinline__ bool has_epilogue() const {
+    return add != nullptr || mul != nullptr || mul_mask != nullptr;
+  }
+  __device__ __forceinline__ out_t epilogue(out_t y, int64_t i) const {
+    if constexpr (!Combine::indexed && !std::is_same_v<out_t, bool>) {
+      if (add != nullptr) y = static_cast<out_t>(y + add[i]);
+      if (mul != nullptr) y = static_cast<out_t>(mul[i] * y);
+      if (mul_mask != nullptr) y = static_cast<out_t>(static_cast<out_t>(mul_mask[i]) * y);
+    }
+    return y;
+  }
   __device__ __forceinline__ void put(int64_t i, const lowered_t& y) const {
     if constexpr (Combine::indexed) {
       out[i] = cast(y);
       indices[i] = Combine::index(y);
     } else {
-      out[i] = y;
+      out[i] = has_epilogue() ? epilogue(y, i) : y;
     }
   }
   __device__ __forceinline__ void store(int64_t i, const state_t& s) const { put(i, lower(s)); }
   __device__ __forceinline__ bool vec_ok(int64_t i) const {
     if constexpr (Combine::indexed) {
       if (!is_aligned<kVec>(indices + i)) return false;
+    } else {
+      if ((add != nullptr && !is_aligned<kVec>(add + i)) ||
+          (mul != nullptr && !is_aligned<kVec>(mul + i)) ||
+          (mul_mask != nullptr && !is_aligned<kVec>(mul_mask + i))) {
+        return false;
+      }
     }
     return is_aligned<kVec>(out + i);
   }
@@ -237,6 +260,21 @@ struct OutputSink {
         y.v[t] = cast(s[t]);
       } else {
         y.v[t] = s[t];
+      }
+    }
+    if constexpr (!Combine::indexed && !std::is_same_v<out_t, bool>) {
+      if (has_epilogue()) {  // vector loads of the epilogue's operands
+        Vec<out_t, kVec> a{}, m{};
+        Vec<bool, kVec> k{};
+        if (add != nullptr) a = *reinterpret_cast<const Vec<out_t, kVec>*>(add + i);
+        if (mul != nullptr) m = *reinterpret_cast<const Vec<out_t, kVec>*>(mul + i);
+        if (mul_mask != nullptr) k = *reinterpret_cast<const Vec<bool, kVec>*>(mul_mask + i);
+#pragma unroll
+        for (int t = 0; t < kVec; ++t) {
+          if (add != nullptr) y.v[t] = static_cast<out_t>(y.v[t] + a.v[t]);
+          if (mul != nullptr) y.v[t] = static_cast<out_t>(m.v[t] * y.v[t]);
+          if (mul_mask != nullptr) y.v[t] = static_cast<out_t>(static_cast<out_t>(k.v[t]) * y.v[t]);
+        }
       }
     }
     store_vec_hinted(reinterpret_cast<Vec<out_t, kVec>*>(out + i), y, streaming);

@@ -27,14 +27,17 @@ namespace detail {
 template <class Combine, class in_t, class out_t>
 void launch_by_shape(const DeviceProblem& p) {
   const InputSource<Combine, in_t> src{static_cast<const in_t*>(p.input),
-                                       static_cast<const in_t*>(p.coeff), p.mask};
+                                       static_cast<const in_t*>(p.coeff), p.mask,
+                                       p.scale_input};
   // Outputs of more than kStreamingBytes take evict-first stores (see store_vec_hinted).
   constexpr int64_t kStreamingBytes = int64_t{256} << 20;
   const int64_t numel = p.outer * p.length * p.inner;
   const int64_t out_bytes =
       numel * static_cast<int64_t>(sizeof(out_t) + (p.indices != nullptr ? sizeof(int64_t) : 0));
   const OutputSink<Combine, out_t> dst{static_cast<out_t*>(p.output), p.indices,
-                                       out_bytes > kStreamingBytes};
+                                       out_bytes > kStreamingBytes,
+                                       static_cast<const out_t*>(p.add),
+                                       static_cast<const out_t*>(p.mul), p.mul_mask};
   if (p.inner == 1) {
     scan_rows<Combine>(p.ctx, src, dst, p.outer, p.length, p.flags);
   } else {

@@ -79,7 +79,15 @@ struct CudaRunner {
                           p.length,
                           p.inner,
                           p.spec.flags,
-                          {c10::cuda::getCurrentCUDAStream().stream(), sms, &scratch}};
+                          {c10::cuda::getCurrentCUDAStream().stream(), sms, &scratch},
+                          p.add.defined() ? p.add.const_data_ptr<out_t>() : nullptr,
+                          p.mul.defined() && p.mul.scalar_type() != at::kBool
+                              ? p.mul.const_data_ptr<out_t>()
+                              : nullptr,
+                          p.mul.defined() && p.mul.scalar_type() == at::kBool
+                              ? p.mul.const_data_ptr<bool>()
+                              : nullptr,
+                          p.scale_input};
     launch_scan<Combine, in_t, out_t>(d);
   }
 };

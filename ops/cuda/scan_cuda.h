@@ -48,6 +48,11 @@ struct DeviceProblem {
   int64_t outer, length, inner;
   ScanFlags flags;
   LaunchContext ctx;
+  // The backward fusions (ScanProblem): written value (value + add[t]) * mul[t].
+  const void* add = nullptr;         // out_t, or nullptr
+  const void* mul = nullptr;         // out_t, or nullptr
+  const bool* mul_mask = nullptr;    // bool (the mul of a bool tensor), or nullptr
+  bool scale_input = false;          // Affine: lift (a, a * x)
 };
 
 // Enqueues the scan of `p` (chooses the kernel family by shape). No host synchronisation.

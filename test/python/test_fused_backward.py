@@ -1,0 +1,193 @@
+"""The backward passes' fused scans (internal ops scanops::_cumsum_fused and
+scanops::_linear_recurrence_fused): a scan whose output y is written as mul * (y + add), and a
+linear recurrence whose input may be scaled by its coefficient on load.
+
+masked_cumsum, cumprod and linear_recurrence use them in their backward when no graph of the
+backward is recorded; a double backward takes the composite formulas. Checked here:
+- each fused op against the composite expression it replaces, on every kernel path's shape
+  class, every flag, CPU and CUDA: bit for bit for float32 / float64 / complex64 (the same
+  scan of the same lifted values, then the same elementwise arithmetic), within a tolerance
+  for bfloat16 (the CUDA kernels lift a * x in float32 before rounding) and for complex a * x
+  on CUDA (the product's contraction into FMAs is the compiler's);
+- gradients of the three ops with create_graph=False (fused) and True (composite) agree bit for
+  bit, and against a float64 autograd reference;
+- opcheck of the internal ops, and their argument errors.
+"""
+from __future__ import annotations
+
+import itertools
+
+import pytest
+import torch
+
+from reference import DEVICES, make_gen
+
+ops = torch.ops.scanops
+device_p = pytest.mark.parametrize("device", DEVICES)
+
+# (shape, dim): packed short rows, block-per-row rows, few long rows (look-back), 1-D,
+# columns (thread per column, tiles), narrow tall columns (three passes).
+SHAPES = [((9, 300), 1), ((5, 20000), 1), ((2, 150000), 1), ((70001,), 0), ((300, 9), 0),
+          ((3, 2100, 40), 1), ((4000, 70), 0), ((20000, 3), 0)]
+SMALL = SHAPES[:1] + SHAPES[4:5]
+
+
+def same(a, b):
+    if a.is_complex():
+        a, b = torch.view_as_real(a), torch.view_as_real(b)
+    return torch.equal(a, b) or bool(((a == b) | (a.isnan() & b.isnan())).all())
+
+
+def data(shape, dtype, device, gen, kind="x"):
+    t = torch.randn(shape, generator=gen, device=device, dtype=torch.float64)
+    if kind == "a":  # coefficients near 1, some exact zeros
+        t = 0.5 + 0.6 * torch.rand(shape, generator=gen, device=device, dtype=torch.float64)
+        t[torch.rand(shape, generator=gen, device=device) < 0.01] = 0
+    if dtype.is_complex:
+        ph = torch.rand(shape, generator=gen, device=device, dtype=torch.float64)
+        t = t * torch.exp(1j * ph if kind == "a" else 2j * torch.pi * ph)
+    return t.to(dtype)
+
+
+def expected_linrec(a, x, dim, e, r, scale, add, mul):
+    y = ops.linear_recurrence(a, a * x if scale else x, dim, exclusive=e, reverse=r)
+    if add is not None:
+        y = y + add
+    if mul is not None:
+        y = mul * y  # (the backward formulas' order: before * s, lam * h)
+    return y
+
+
+@device_p
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.complex64, torch.bfloat16])
+@pytest.mark.parametrize("shape,dim", SHAPES)
+def test_linear_recurrence_fused(device, dtype, shape, dim, seed):
+    gen = make_gen(seed, device)
+    a = data(shape, dtype, device, gen, "a")
+    x = data(shape, dtype, device, gen)
+    add = data(shape, dtype, device, gen)
+    mul = data(shape, dtype, device, gen)
+    for (e, r), scale, use_add, use_mul in itertools.product(
+            itertools.product((False, True), repeat=2), (False, True), (False, True),
+            (False, True)):
+        if shape not in (s for s, _ in SMALL) and (use_add != use_mul):
+            continue  # the big shapes: epilogue all or nothing
+        ad = add if use_add else None
+        mu = mul if use_mul else None
+        got = ops._linear_recurrence_fused(a, x, dim, exclusive=e, reverse=r, scale_x=scale,
+                                           add=ad, mul=mu)
+        want = expected_linrec(a, x, dim, e, r, scale, ad, mu)
+        if dtype == torch.bfloat16:
+            # the fused lift keeps a * x in float32; compare with the float32 computation
+            want32 = expected_linrec(a.float(), x.float(), dim, e, r, scale,
+                                     None if ad is None else ad.float(),
+                                     None if mu is None else mu.float())
+            torch.testing.assert_close(got.float(), want32, rtol=0.05, atol=0.05 * (
+                1 + want32.abs().amax().item()))
+        elif dtype.is_complex and scale and device == "cuda":
+            # a * x: one complex product, contracted (FMA) as the kernel's compiler chooses
+            torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5 * (
+                1 + want.abs().amax().item()))
+        else:
+            assert same(got, want), (e, r, scale, use_add, use_mul)
+
+
+@device_p
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.complex64, torch.int32])
+@pytest.mark.parametrize("shape,dim", SHAPES)
+def test_cumsum_fused(device, dtype, shape, dim, seed):
+    gen = make_gen(seed, device)
+    if dtype == torch.int32:
+        x = torch.randint(-5, 6, shape, generator=gen, device=device, dtype=dtype)
+    else:
+        x = data(shape, dtype, device, gen)
+    out_dtype = torch.int64 if dtype == torch.int32 else dtype
+    add = torch.randint(-5, 6, shape, generator=gen, device=device).to(out_dtype)
+    keep = torch.rand(shape, generator=gen, device=device) > 0.3
+    mul = torch.randint(-3, 4, shape, generator=gen, device=device).to(out_dtype)
+    for e, r in itertools.product((False, True), repeat=2):
+        for ad, mu in ((None, keep), (add, None), (add, mul), (None, keep[..., :1])):
+            got = ops._cumsum_fused(x, dim, exclusive=e, reverse=r, add=ad, mul=mu)
+            want = ops.cumsum(x, dim, exclusive=e, reverse=r)
+            if ad is not None:
+                want = want + ad
+            if mu is not None:
+                want = mu * want
+            assert got.dtype == out_dtype
+            assert same(got, want), (e, r, ad is None, mu is None)
+
+
+def _grads(fn, inputs, g, create_graph):
+    ins = [t.detach().clone().requires_grad_() for t in inputs]
+    y = fn(*ins)
+    return torch.autograd.grad(y, ins, g, create_graph=create_graph)
+
+
+@device_p
+@pytest.mark.parametrize("op", ["masked_cumsum", "cumprod", "linear_recurrence"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.complex64])
+@pytest.mark.parametrize("shape,dim", SHAPES[:3] + SHAPES[4:6])
+def test_backward_fused_matches_composite(device, op, dtype, shape, dim, seed):
+    gen = make_gen(seed, device)
+    x = data(shape, dtype, device, gen, "a" if op == "cumprod" else "x")
+    g = data(shape, dtype, device, gen)
+    for e, r in itertools.product((False, True), repeat=2):
+        if op == "masked_cumsum":
+            m = torch.rand(shape, generator=gen, device=device) > 0.5
+            fn = lambda t: ops.masked_cumsum(t, m, dim, exclusive=e, reverse=r)  # noqa: E731
+            inputs = [x]
+        elif op == "cumprod":
+            fn = lambda t: ops.cumprod(t, dim, exclusive=e, reverse=r)  # noqa: E731
+            inputs = [x]
+        else:
+            a = data(shape, dtype, device, gen, "a")
+            fn = lambda aa, t: ops.linear_recurrence(aa, t, dim, exclusive=e, reverse=r)  # noqa: E731
+            inputs = [a, x]
+        fused = _grads(fn, inputs, g, create_graph=False)
+        composite = _grads(fn, inputs, g, create_graph=True)
+        for f, c in zip(fused, composite):
+            if dtype.is_complex and device == "cuda":  # complex products: FMA contraction
+                torch.testing.assert_close(f, c.detach(), rtol=1e-5, atol=1e-5 * (
+                    1 + c.abs().amax().item()))
+            else:
+                assert same(f, c.detach()), (op, e, r)
+        # and against float64 / complex128 autograd
+        wide = torch.complex128 if dtype.is_complex else torch.float64
+        ref = _grads(fn, [t.to(wide) for t in inputs], g.to(wide), create_graph=False)
+        for f, w in zip(fused, ref):
+            scale = 1 + w.abs().amax().item()
+            assert (f.to(wide) - w).abs().amax().item() <= 1e-3 * scale, (op, e, r)
+
+
+@device_p
+def test_opcheck_fused(device, seed):
+    gen = make_gen(seed, device)
+    f64 = torch.float64
+    x = data((3, 8), f64, device, gen)
+    a = data((3, 8), f64, device, gen, "a")
+    m = torch.rand((3, 8), generator=gen, device=device) > 0.5
+    samples = [
+        (ops._cumsum_fused.default, (x, 1), dict(exclusive=False, reverse=True, add=None, mul=m)),
+        (ops._cumsum_fused.default, (x, 0), dict(exclusive=True, reverse=False, add=x, mul=x)),
+        (ops._cumsum_fused.default, (x, 1), dict(exclusive=False, reverse=False, add=None,
+                                                 mul=m[:1])),
+        (ops._linear_recurrence_fused.default, (a, x, 1),
+         dict(exclusive=True, reverse=True, scale_x=True, add=x, mul=None)),
+        (ops._linear_recurrence_fused.default, (a[:1], x, 0),
+         dict(exclusive=True, reverse=False, scale_x=False, add=None, mul=a)),
+    ]
+    for op, args, kwargs in samples:
+        torch.library.opcheck(op, args, kwargs, raise_exception=True,
+                              test_utils=("test_schema", "test_faketensor",
+                                          "test_aot_dispatch_static"))
+
+
+def test_fused_errors():
+    x = torch.randn(4, 5)
+    with pytest.raises(RuntimeError, match=r"scanops\._cumsum_fused: argument 'add' has dtype"):
+        ops._cumsum_fused(x, 1, exclusive=False, reverse=False, add=x.double(), mul=None)
+    with pytest.raises(RuntimeError, match=r"scanops\._cumsum_fused: argument 'mul' of shape"):
+        ops._cumsum_fused(x, 1, exclusive=False, reverse=False, add=None, mul=x[:, :2])
+    with pytest.raises(RuntimeError, match=r"scanops\._linear_recurrence_fused: argument 'mul'"):
+        ops._linear_recurrence_fused(x, x, 1, exclusive=False, reverse=False, scale_x=True,
+                                     add=None, mul=x.int())
