@@ -157,6 +157,14 @@ def workloads(quick):
     add("(2^20, 512) dim 0", ((1 << 20) // q, 512), 0, cs(0), tcs(0))
     add("cumprod dim 0", big, 0, lambda x, m: ops.cumprod(x, 0), lambda x, m: torch.cumprod(x, 0),
         inputs="p")
+    # Broadcast companions, read in place: a mask / coefficients of one row (1, N) and of one
+    # column (M, 1) (their bytes are negligible: the floor is the input and the output).
+    add("masked cumsum, (1, N) mask", big, 1, lambda x, m: ops.masked_cumsum(x, m, 1),
+        lambda x, m: torch.cumsum(x * m, 1), inputs="xm_row")
+    add("masked cumsum, (M, 1) mask", big, 1, lambda x, m: ops.masked_cumsum(x, m, 1),
+        lambda x, m: torch.cumsum(x * m, 1), inputs="xm_col")
+    add("linear_recurrence, (1, N) a", big, 1, lambda x, a: ops.linear_recurrence(a, x, 1), None,
+        inputs="xa_row")
     return W
 
 
@@ -174,6 +182,12 @@ def make_inputs(w, dev):
         m = torch.rand(shape, device=dev, generator=g) > 0.5
     elif w["inputs"] == "xa":
         m = torch.rand(shape, device=dev, generator=g).to(dtype)
+    elif w["inputs"] == "xm_row":
+        m = torch.rand((1, shape[1]), device=dev, generator=g) > 0.5
+    elif w["inputs"] == "xm_col":
+        m = torch.rand((shape[0], 1), device=dev, generator=g) > 0.5
+    elif w["inputs"] == "xa_row":
+        m = torch.rand((1, shape[1]), device=dev, generator=g).to(dtype)
     return x, m
 
 

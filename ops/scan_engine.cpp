@@ -174,6 +174,41 @@ std::tuple<at::Tensor, at::Tensor> scan_meta_indexed(const ScanSpec& spec,
 
 namespace {
 
+// The canonical strides (outer, scan, inner) of `t` expanded to `sizes`, scanned along `d`,
+// when the expansion broadcasts (a stride-0 dim of more than one element) and each group of
+// dims (before d, d, after d) merges into one stride; nullopt otherwise (the caller then
+// materialises a contiguous copy).
+std::optional<BroadcastStrides> in_place_strides(const at::Tensor& t, at::IntArrayRef sizes,
+                                                 int64_t d) {
+  if (sizes.empty()) return std::nullopt;
+  const at::Tensor e = t.expand(sizes);
+  const auto st = e.strides();
+  bool broadcast = false;
+  for (size_t k = 0; k < sizes.size(); ++k) broadcast |= sizes[k] > 1 && st[k] == 0;
+  if (!broadcast) return std::nullopt;
+  // One stride for dims [b, end) if each non-singleton dim steps over the next one whole.
+  const auto merge = [&](int64_t b, int64_t end, int64_t& stride) {
+    stride = 0;
+    bool first = true;
+    int64_t expect = 0;
+    for (int64_t k = end - 1; k >= b; --k) {
+      if (sizes[k] == 1) continue;
+      if (!first && st[k] != expect) return false;
+      if (first) stride = st[k];
+      first = false;
+      expect = st[k] * sizes[k];
+    }
+    return true;
+  };
+  BroadcastStrides s;
+  s.in_place = true;
+  if (!merge(0, d, s.so) || !merge(d, d + 1, s.sl) ||
+      !merge(d + 1, static_cast<int64_t>(sizes.size()), s.si)) {
+    return std::nullopt;
+  }
+  return s;
+}
+
 // Checks, canonicalises, allocates (the output, and the indices for indexed kinds) and runs
 // the back end of self's device.
 std::tuple<at::Tensor, at::Tensor> run(const ScanSpec& spec, const ScanOperands& in,
@@ -202,16 +237,30 @@ std::tuple<at::Tensor, at::Tensor> run(const ScanSpec& spec, const ScanOperands&
   } else {
     p.input = self.contiguous();
   }
-  // Broadcast companions are materialised (1 byte per element for a mask).
-  if (in.mask != nullptr) p.mask = in.mask->expand(self.sizes()).contiguous();
-  if (in.coeff != nullptr) p.coeff = in.coeff->expand(self.sizes()).contiguous();
+  // Broadcast companions: read in place by the CUDA back end (a strided view of self's
+  // shape), materialised for the CPU back end and where the dims do not merge.
+  const bool in_place_ok = self.device().is_cuda();
+  const auto companion = [&](const at::Tensor& t, BroadcastStrides& strides) {
+    at::Tensor c = t;
+    if (c.is_conj()) c = c.resolve_conj();
+    if (c.is_neg()) c = c.resolve_neg();
+    if (in_place_ok) {
+      if (const auto s = in_place_strides(c, self.sizes(), d)) {
+        strides = *s;
+        return c.expand(self.sizes());
+      }
+    }
+    return c.expand(self.sizes()).contiguous();
+  };
+  if (in.mask != nullptr) p.mask = companion(*in.mask, p.mask_strides);
+  if (in.coeff != nullptr) p.coeff = companion(*in.coeff, p.coeff_strides);
   // The backward fusions' operands, materialised the same way.
   if (in.add != nullptr && in.add->defined()) p.add = in.add->expand(self.sizes()).contiguous();
   if (in.mul != nullptr && in.mul->defined()) p.mul = in.mul->expand(self.sizes()).contiguous();
   p.scale_input = in.scale_input;
   // Lazy conjugate / negative views (x.conj(), as autograd's complex formulas pass) hold
   // the unconjugated data: the kernels read memory, so materialise them.
-  for (at::Tensor* t : {&p.input, &p.coeff, &p.add, &p.mul}) {
+  for (at::Tensor* t : {&p.input, &p.add, &p.mul}) {
     if (t->defined() && t->is_conj()) *t = t->resolve_conj();
     if (t->defined() && t->is_neg()) *t = t->resolve_neg();
   }

@@ -28,19 +28,26 @@ struct ScanSpec {
   ScanFlags flags;
 };
 
-// The canonical problem a back end solves. All tensors are contiguous and have the same
-// number of elements (outer * length * inner).
+// The canonical problem a back end solves. All tensors are contiguous (but a broadcast mask or
+// coefficient tensor, see below) and have the same number of elements (outer * length * inner).
 //   input:  dtype in_t  (self, converted to `dtype` first when one was given)
-//   mask:   undefined, or bool (already broadcast to self's shape)
+//   mask:   undefined, or bool (broadcast to self's shape)
 //   coeff:  undefined, or (Affine only) the coefficients a[t], dtype in_t, self's shape
 //   output: dtype out_t (the result dtype)
 //   indices: undefined, or (indexed combines: cummax / cummin) int64, self's shape: the
 //           position along the scan dim, in the original order, each output value came from
 // Element (o, l, i) lives at offset (o * length + l) * inner + i.
+// A mask or coefficient tensor given with a broadcast (a stride-0 dim) may be handed to a back
+// end that reads it in place (CUDA): it is then self's shape as a strided view whose element
+// (o, l, i) is at o * so + l * sl + i * si of its data (BroadcastStrides::in_place).
 // Fusions used by the backward passes (see ScanOperands), non-indexed kinds only:
 //   scale_input (Affine): element t is lifted as (a[t], a[t] * x[t]) instead of (a[t], x[t])
 //   add:    undefined, or out_t, self's shape: the value written is value + add[t] ...
 //   mul:    undefined, or out_t or bool, self's shape: ... and multiplies mul[t] (add first)
+struct BroadcastStrides {
+  bool in_place = false;
+  int64_t so = 0, sl = 0, si = 0;  // in elements
+};
 struct ScanProblem {
   ScanSpec spec;
   at::Tensor input;
@@ -51,6 +58,8 @@ struct ScanProblem {
   at::Tensor add;
   at::Tensor mul;
   bool scale_input = false;
+  BroadcastStrides mask_strides;
+  BroadcastStrides coeff_strides;
   int64_t outer = 1;
   int64_t length = 1;
   int64_t inner = 1;

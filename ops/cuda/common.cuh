@@ -95,6 +95,30 @@ __device__ __forceinline__ void prefetch_l2_range(const void* p, int64_t bytes, 
   }
 }
 
+// Offsets into a companion tensor (CompanionLayout): the element's own offset for a dense
+// companion; for one broadcast in place, the offset from the element's canonical coordinates
+// (two divisions, 32-bit while the offsets fit: paid only by broadcast companions, which
+// read far fewer bytes instead).
+struct CompanionIndex {
+  CompanionLayout layout;
+  int64_t length = 1, inner = 1;
+  __device__ __forceinline__ int64_t operator()(int64_t e) const {
+    if (!layout.strided) return e;
+    int64_t q, i, o, l;
+    if (e <= INT32_MAX && length * inner <= INT32_MAX) {
+      const auto e32 = static_cast<uint32_t>(e);
+      const auto q32 = e32 / static_cast<uint32_t>(inner);
+      q = q32, i = e32 - q32 * static_cast<uint32_t>(inner);
+      const auto o32 = q32 / static_cast<uint32_t>(length);
+      o = o32, l = q32 - o32 * static_cast<uint32_t>(length);
+    } else {
+      q = e / inner, i = e - q * inner;
+      o = q / length, l = q - o * length;
+    }
+    return o * layout.so + l * layout.sl + i * layout.si;
+  }
+};
+
 // The problem's input as states: lift(in[i]) (lift(coeff[i], in[i]) for arity-2 combines,
 // lift(in[i], position along the line) for indexed ones), identity() where mask[i] is false.
 // Both loads are issued before the mask is tested.
@@ -121,6 +145,8 @@ struct InputSource {
   const in_t* coeff;  // arity 2 only
   const bool* mask;   // nullptr: no mask
   bool scaled = false;  // arity 2: lift_scaled (the input times its coefficient)
+  CompanionIndex coeff_at{};  // where coeff / mask hold element i (broadcast in place)
+  CompanionIndex mask_at{};
   // x: the input element, a: its coefficient (ignored for arity 1), pos: its position along
   // its line (indexed combines only).
   __device__ __forceinline__ state_t lift(in_t x, in_t a, int64_t pos) const {
@@ -159,9 +185,9 @@ struct InputSource {
   // (dividing them out of offsets cost measurable time at cummax's rates).
   __device__ __forceinline__ held_t hold_at(int64_t i, int64_t pos) const {
     in_t a{};
-    if constexpr (Combine::arity == 2) a = coeff[i];
+    if constexpr (Combine::arity == 2) a = coeff[coeff_at(i)];
     const in_t x = in[i];
-    return hold(x, a, mask == nullptr || mask[i], pos);
+    return hold(x, a, mask == nullptr || mask[mask_at(i)], pos);
   }
   __device__ __forceinline__ state_t load_at(int64_t i, int64_t pos) const {
     return lift_held(hold_at(i, pos));
@@ -170,14 +196,17 @@ struct InputSource {
   __device__ __forceinline__ void prefetch_l2(int64_t i, int64_t n, int t, int nt) const {
     prefetch_l2_range(in + i, n * static_cast<int64_t>(sizeof(in_t)), t, nt);
     if constexpr (Combine::arity == 2) {
-      prefetch_l2_range(coeff + i, n * static_cast<int64_t>(sizeof(in_t)), t, nt);
+      if (!coeff_at.layout.strided) {
+        prefetch_l2_range(coeff + i, n * static_cast<int64_t>(sizeof(in_t)), t, nt);
+      }
     }
-    if (mask != nullptr) prefetch_l2_range(mask + i, n, t, nt);
+    if (mask != nullptr && !mask_at.layout.strided) prefetch_l2_range(mask + i, n, t, nt);
   }
   // Whether hold_vec may be used at element offset i.
   __device__ __forceinline__ bool vec_ok(int64_t i) const {
-    return is_aligned<kVec>(in + i) && (Combine::arity == 1 || is_aligned<kVec>(coeff + i)) &&
-           (mask == nullptr || is_aligned<kVec>(mask + i));
+    return is_aligned<kVec>(in + i) &&
+           (Combine::arity == 1 || (!coeff_at.layout.strided && is_aligned<kVec>(coeff + i))) &&
+           (mask == nullptr || (!mask_at.layout.strided && is_aligned<kVec>(mask + i)));
   }
   // Elements i .. i + kVec - 1 at positions pos[0 ..] (read by indexed combines only).
   __device__ __forceinline__ void hold_vec(int64_t i, const int64_t (&pos)[kVec],

@@ -27,8 +27,11 @@ namespace detail {
 template <class Combine, class in_t, class out_t>
 void launch_by_shape(const DeviceProblem& p) {
   const InputSource<Combine, in_t> src{static_cast<const in_t*>(p.input),
-                                       static_cast<const in_t*>(p.coeff), p.mask,
-                                       p.scale_input};
+                                       static_cast<const in_t*>(p.coeff),
+                                       p.mask,
+                                       p.scale_input,
+                                       {p.coeff_layout, p.length, p.inner},
+                                       {p.mask_layout, p.length, p.inner}};
   // Outputs of more than kStreamingBytes take evict-first stores (see store_vec_hinted).
   constexpr int64_t kStreamingBytes = int64_t{256} << 20;
   const int64_t numel = p.outer * p.length * p.inner;

@@ -60,6 +60,8 @@ constexpr bool is_instantiated() {
 #undef SCANOPS_MATCH
 }
 
+CompanionLayout layout(const BroadcastStrides& s) { return {s.in_place, s.so, s.sl, s.si}; }
+
 template <class Combine, class in_t, class out_t>
 struct CudaRunner {
   static_assert(is_instantiated<Combine, in_t, out_t>(),
@@ -87,7 +89,9 @@ struct CudaRunner {
                           p.mul.defined() && p.mul.scalar_type() == at::kBool
                               ? p.mul.const_data_ptr<bool>()
                               : nullptr,
-                          p.scale_input};
+                          p.scale_input,
+                          layout(p.mask_strides),
+                          layout(p.coeff_strides)};
     launch_scan<Combine, in_t, out_t>(d);
   }
 };

@@ -37,8 +37,16 @@ struct LaunchContext {
   Scratch* scratch;
 };
 
+// Where a companion tensor (mask, coefficients) holds the problem's element at canonical
+// offset e = (o * length + l) * inner + i: e itself (dense, the common case), or, for a
+// companion read in place through a broadcast (a stride-0 dim), o * so + l * sl + i * si.
+struct CompanionLayout {
+  bool strided = false;
+  int64_t so = 0, sl = 0, si = 0;
+};
+
 // A ScanProblem as the kernels see it: contiguous tensors, element (o, l, i) at offset
-// (o * length + l) * inner + i.
+// (o * length + l) * inner + i; the mask and the coefficients possibly broadcast in place.
 struct DeviceProblem {
   const void* input;  // in_t
   const void* coeff;  // in_t, arity-2 combines only
@@ -53,6 +61,8 @@ struct DeviceProblem {
   const void* mul = nullptr;         // out_t, or nullptr
   const bool* mul_mask = nullptr;    // bool (the mul of a bool tensor), or nullptr
   bool scale_input = false;          // Affine: lift (a, a * x)
+  CompanionLayout mask_layout{};
+  CompanionLayout coeff_layout{};
 };
 
 // Enqueues the scan of `p` (chooses the kernel family by shape). No host synchronisation.

@@ -7,8 +7,8 @@ backward is recorded; a double backward takes the composite formulas. Checked he
 - each fused op against the composite expression it replaces, on every kernel path's shape
   class, every flag, CPU and CUDA: bit for bit for float32 / float64 / complex64 (the same
   scan of the same lifted values, then the same elementwise arithmetic), within a tolerance
-  for bfloat16 (the CUDA kernels lift a * x in float32 before rounding) and for complex a * x
-  on CUDA (the product's contraction into FMAs is the compiler's);
+  for bfloat16 (the CUDA kernels lift a * x in float32 before rounding) and for complex
+  products on CUDA (their contraction into FMAs is the compiler's);
 - gradients of the three ops with create_graph=False (fused) and True (composite) agree bit for
   bit, and against a float64 autograd reference;
 - opcheck of the internal ops, and their argument errors.
@@ -84,8 +84,8 @@ def test_linear_recurrence_fused(device, dtype, shape, dim, seed):
                                      None if mu is None else mu.float())
             torch.testing.assert_close(got.float(), want32, rtol=0.05, atol=0.05 * (
                 1 + want32.abs().amax().item()))
-        elif dtype.is_complex and scale and device == "cuda":
-            # a * x: one complex product, contracted (FMA) as the kernel's compiler chooses
+        elif dtype.is_complex and device == "cuda":
+            # complex products (a * x, mul * y): contracted into FMAs as the compiler chooses
             torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5 * (
                 1 + want.abs().amax().item()))
         else:

@@ -1,0 +1,91 @@
+"""Broadcast masks and coefficients (a stride-0 dim): the same results as the materialised
+(expanded, contiguous) companion on every kernel path, bit for bit; on CUDA they are read in
+place (no full-size temporary), which the peak-memory test checks.
+
+Patterns: a row of the last dims, a column, a scalar, middle-dim broadcasts, scanning along
+each dim; one pattern whose dims do not merge into (outer, scan, inner) strides, which is
+materialised (same results)."""
+from __future__ import annotations
+
+import itertools
+
+import pytest
+import torch
+
+from reference import DEVICES, HAS_CUDA, make_gen
+
+ops = torch.ops.scanops
+device_p = pytest.mark.parametrize("device", DEVICES)
+
+# (self shape, companion shape, dims to scan)
+CASES = [
+    ((9, 300), (300,), (0, 1)),
+    ((9, 300), (9, 1), (0, 1)),
+    ((9, 300), (1, 1), (0, 1)),
+    ((5, 20000), (20000,), (1,)),          # block-per-row rows
+    ((2, 150000), (2, 1), (1,)),           # look-back rows
+    ((3000, 40), (1, 40), (0,)),           # columns
+    ((3000, 40), (3000, 1), (0,)),
+    ((40000, 3), (3,), (0,)),              # narrow tall columns (three passes)
+    ((6, 700, 40), (1, 700, 1), (0, 1, 2)),
+    ((6, 700, 40), (6, 1, 40), (0, 1, 2)),  # outer/inner groups do not merge for dim 1
+    ((6, 700, 40), (700, 40), (1,)),
+]
+
+
+@device_p
+@pytest.mark.parametrize("shape,cshape,dims", CASES)
+def test_masked_cumsum_broadcast_mask(device, shape, cshape, dims, seed):
+    gen = make_gen(seed, device)
+    x = torch.randint(-4, 5, shape, generator=gen, device=device).float()
+    m = torch.rand(cshape, generator=gen, device=device) > 0.4
+    for dim, (e, r) in itertools.product(dims, itertools.product((False, True), repeat=2)):
+        got = ops.masked_cumsum(x, m, dim, exclusive=e, reverse=r)
+        want = ops.masked_cumsum(x, m.expand(shape).contiguous(), dim, exclusive=e, reverse=r)
+        assert torch.equal(got, want), (dim, e, r)
+
+
+@device_p
+@pytest.mark.parametrize("shape,cshape,dims", CASES)
+def test_linear_recurrence_broadcast_coeff(device, shape, cshape, dims, seed):
+    gen = make_gen(seed, device)
+    x = torch.randint(-4, 5, shape, generator=gen, device=device).double()
+    a = torch.randint(-1, 2, cshape, generator=gen, device=device).double()  # exact: 0, +-1
+    for dim, (e, r) in itertools.product(dims, itertools.product((False, True), repeat=2)):
+        got = ops.linear_recurrence(a, x, dim, exclusive=e, reverse=r)
+        want = ops.linear_recurrence(a.expand(shape).contiguous(), x, dim, exclusive=e, reverse=r)
+        assert torch.equal(got, want), (dim, e, r)
+
+
+@device_p
+def test_broadcast_views(device, seed):
+    """Companions that are themselves views: a transposed one, an offset slice, a stride-2 one."""
+    gen = make_gen(seed, device)
+    x = torch.randint(-4, 5, (64, 33), generator=gen, device=device).float()
+    base = torch.rand(3, 66, generator=gen, device=device) > 0.5
+    for m in (base[1, ::2], base[2:3, 1:34], base[:, :1].t()[:, :1].expand(64, 1)):
+        for dim in (0, 1):
+            got = ops.masked_cumsum(x, m, dim)
+            want = ops.masked_cumsum(x, m.expand(x.shape).contiguous(), dim)
+            assert torch.equal(got, want), dim
+
+
+@pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA device")
+@pytest.mark.parametrize("cshape,dim", [((1, 4096), 1), ((4096, 1), 1), ((1, 4096), 0)])
+def test_broadcast_read_in_place(cshape, dim):
+    x = torch.randn(4096, 4096, device="cuda")
+    m = torch.rand(cshape, device="cuda") > 0.5
+    a = torch.rand(cshape, device="cuda")
+    out_bytes = x.numel() * x.element_size()
+    for fn in (lambda: ops.masked_cumsum(x, m, dim), lambda: ops.linear_recurrence(a, x, dim)):
+        fn()
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        base = torch.cuda.memory_allocated()
+        y = fn()
+        torch.cuda.synchronize()
+        extra = torch.cuda.max_memory_allocated() - base - out_bytes
+        del y
+        # A materialised companion would take 16 MiB (mask) / 64 MiB (coefficients). The
+        # column kernels' look-back status (dim 0) is scratch of its own: 1/16 of the input.
+        assert extra < out_bytes // 8, extra
