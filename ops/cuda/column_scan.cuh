@@ -135,10 +135,14 @@ constexpr int kColWarps = 8;
 constexpr int kColTileThreads = kColWarps * kWarpSize;
 constexpr int64_t kMinColBands = 16;  // column bands (of 32 columns) the tile kernel needs
 
-// Rows per band (per thread): 128 bytes of held elements (Source::held_t) in registers.
-template <class Source>
+// Rows per band (per thread): 128 bytes of held elements (Source::held_t) in registers, or
+// of lowered ones where those are wider (an int32 cumsum writes int64: 16 rows, which do not
+// spill).
+template <class Source, class Sink>
 constexpr int col_band_rows() {
-  constexpr int size = static_cast<int>(sizeof(typename Source::held_t));
+  constexpr int held = static_cast<int>(sizeof(typename Source::held_t));
+  constexpr int lowered = static_cast<int>(sizeof(typename Sink::lowered_t));
+  constexpr int size = held > lowered ? held : lowered;
   return 128 / size < 32 ? 128 / size : 32;
 }
 
@@ -205,7 +209,7 @@ __global__ void __launch_bounds__(kColTileThreads, 2)
     column_tile_kernel(Source src, Sink dst, ColTileGeometry g,
                        ChunkStatus<typename Combine::state_t> status) {
   using state_t = typename Combine::state_t;
-  constexpr int R = col_band_rows<Source>();
+  constexpr int R = col_band_rows<Source, Sink>();
   constexpr int kTileRows = kColWarps * R;
   constexpr int kWindow = 8;                  // predecessors read at once
   constexpr int kHistory = 4 * kWindow;       // kept for the fold
@@ -332,7 +336,7 @@ __global__ void __launch_bounds__(kWarpTileThreads, 3)
     column_warp_kernel(Source src, Sink dst, ColTileGeometry g,
                        ChunkStatus<typename Combine::state_t> status) {
   using state_t = typename Combine::state_t;
-  constexpr int R = col_band_rows<Source>();
+  constexpr int R = col_band_rows<Source, Sink>();
   __shared__ int64_t next_item;
   const int lane = threadIdx.x % kWarpSize;
   const int warp = threadIdx.x / kWarpSize;
@@ -404,12 +408,12 @@ void scan_columns(const LaunchContext& ctx, const Source& src, const Sink& dst, 
   const int64_t columns = outer * inner;
   const int64_t wanted = ctx.sms * kColThreadsWantedPerSM;
   const bool tiles = columns < ctx.sms * col_whole_columns_per_sm<Combine>();
-  constexpr int64_t kTileRows = kColWarps * col_band_rows<Source>();
+  constexpr int64_t kTileRows = kColWarps * col_band_rows<Source, Sink>();
   // The tile kernel wants many column bands in flight: with few, its tiles chain down each
   // band one after another (measured on the H100: the 2 bands of (2^22, 64) along dim 0 at
   // 25% of copy speed; the three passes reached 51% on (2^24, 8) along dim 0).
   const int64_t bands = outer * ceil_div(inner, kWarpSize);
-  constexpr int64_t kWarpRows = col_band_rows<Source>();
+  constexpr int64_t kWarpRows = col_band_rows<Source, Sink>();
   if (tiles && inner >= kWarpSize && length > kWarpRows && bands >= kMinWarpBands) {
     const ColTileGeometry g{outer, length, inner, ceil_div(inner, kWarpTileThreads),
                            ceil_div(length, kWarpRows), flags.exclusive, flags.reverse};

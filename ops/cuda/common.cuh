@@ -95,27 +95,104 @@ __device__ __forceinline__ void prefetch_l2_range(const void* p, int64_t bytes, 
   }
 }
 
+// Division by a fixed divisor d >= 1 of dividends n < 2^32 with a multiply-high, an add and
+// a shift (Granlund and Montgomery's round-up method): q = (mulhi(n, magic) + n) >> shift with
+// shift = ceil(log2 d), magic = floor(2^32 (2^shift - d) / d) + 1, the add done in 64 bits.
+struct FastDiv32 {
+  uint32_t d = 1, magic = 1;
+  int shift = 0;
+  FastDiv32() = default;
+  explicit FastDiv32(uint32_t divisor) : d(divisor) {
+    while ((uint64_t{1} << shift) < d) ++shift;
+    magic = static_cast<uint32_t>(((uint64_t{1} << 32) * ((uint64_t{1} << shift) - d)) / d + 1);
+  }
+  __device__ __forceinline__ uint32_t div(uint32_t n) const {
+    return static_cast<uint32_t>((uint64_t{__umulhi(n, magic)} + n) >> shift);
+  }
+};
+
 // Offsets into a companion tensor (CompanionLayout): the element's own offset for a dense
 // companion; for one broadcast in place, the offset from the element's canonical coordinates
-// (two divisions, 32-bit while the offsets fit: paid only by broadcast companions, which
-// read far fewer bytes instead).
+// (o, l, i): two fast divisions for the first of a run of consecutive elements (gather), then
+// steps. Paid only by broadcast companions, which read far fewer bytes instead.
 struct CompanionIndex {
   CompanionLayout layout;
   int64_t length = 1, inner = 1;
+  FastDiv32 by_inner{}, by_length{};  // used while e and length * inner fit in 31 bits
+  bool narrow = false;
+
+  CompanionIndex() = default;
+  CompanionIndex(const CompanionLayout& l, int64_t length_, int64_t inner_, int64_t numel)
+      : layout(l), length(length_), inner(inner_) {
+    narrow = numel <= INT32_MAX;
+    if (narrow) {
+      by_inner = FastDiv32(static_cast<uint32_t>(inner));
+      by_length = FastDiv32(static_cast<uint32_t>(length));
+    }
+  }
+  __device__ __forceinline__ void coords(int64_t e, int64_t& o, int64_t& l, int64_t& i) const {
+    if (narrow) {
+      const auto e32 = static_cast<uint32_t>(e);
+      const uint32_t q = by_inner.div(e32);
+      const uint32_t o32 = by_length.div(q);
+      i = e32 - q * static_cast<uint32_t>(inner);
+      l = q - o32 * static_cast<uint32_t>(length);
+      o = o32;
+    } else {
+      const int64_t q = e / inner;
+      i = e - q * inner;
+      o = q / length;
+      l = q - o * length;
+    }
+  }
   __device__ __forceinline__ int64_t operator()(int64_t e) const {
     if (!layout.strided) return e;
-    int64_t q, i, o, l;
-    if (e <= INT32_MAX && length * inner <= INT32_MAX) {
-      const auto e32 = static_cast<uint32_t>(e);
-      const auto q32 = e32 / static_cast<uint32_t>(inner);
-      q = q32, i = e32 - q32 * static_cast<uint32_t>(inner);
-      const auto o32 = q32 / static_cast<uint32_t>(length);
-      o = o32, l = q32 - o32 * static_cast<uint32_t>(length);
-    } else {
-      q = e / inner, i = e - q * inner;
-      o = q / length, l = q - o * length;
-    }
+    int64_t o, l, i;
+    coords(e, o, l, i);
     return o * layout.so + l * layout.sl + i * layout.si;
+  }
+  // base[offset] for the V consecutive elements e .. e + V - 1 of a broadcast companion (V
+  // divides the problem's vector width: e is a multiple of V). Where the run stays inside
+  // one line of the innermost dim it is a vector load (companion stride 1, aligned), one
+  // load (stride 0: a row mask along a column, a column mask along a row) or V strided
+  // loads; runs that wrap step the coordinates.
+  template <int V, class T>
+  __device__ __forceinline__ void gather(const T* base, int64_t e, T (&out)[V]) const {
+    int64_t o, l, i;
+    coords(e, o, l, i);
+    int64_t at = o * layout.so + l * layout.sl + i * layout.si;
+    const bool rows = inner == 1;  // consecutive elements step l, else i
+    const int64_t step = rows ? layout.sl : layout.si;
+    if ((rows ? l + V <= length : i + V <= inner)) {
+      if (step == 1 && is_aligned<V>(base + at)) {
+        const auto v = *reinterpret_cast<const Vec<T, V>*>(base + at);
+#pragma unroll
+        for (int t = 0; t < V; ++t) out[t] = v.v[t];
+      } else if (step == 0) {
+        const T x = base[at];
+#pragma unroll
+        for (int t = 0; t < V; ++t) out[t] = x;
+      } else {
+#pragma unroll
+        for (int t = 0; t < V; ++t) out[t] = base[at + t * step];
+      }
+      return;
+    }
+#pragma unroll
+    for (int t = 0; t < V; ++t) {
+      out[t] = base[at];
+      if (++i < inner) {
+        at += layout.si;
+        continue;
+      }
+      i = 0;  // the next element starts the next scan position, or the next outer index
+      if (++l < length) {
+        at += layout.sl - (inner - 1) * layout.si;
+      } else {
+        l = 0;
+        at = ++o * layout.so;
+      }
+    }
   }
 };
 
@@ -203,10 +280,11 @@ struct InputSource {
     if (mask != nullptr && !mask_at.layout.strided) prefetch_l2_range(mask + i, n, t, nt);
   }
   // Whether hold_vec may be used at element offset i.
+  // (A broadcast companion is read element by element inside hold_vec.)
   __device__ __forceinline__ bool vec_ok(int64_t i) const {
     return is_aligned<kVec>(in + i) &&
-           (Combine::arity == 1 || (!coeff_at.layout.strided && is_aligned<kVec>(coeff + i))) &&
-           (mask == nullptr || (!mask_at.layout.strided && is_aligned<kVec>(mask + i)));
+           (Combine::arity == 1 || coeff_at.layout.strided || is_aligned<kVec>(coeff + i)) &&
+           (mask == nullptr || mask_at.layout.strided || is_aligned<kVec>(mask + i));
   }
   // Elements i .. i + kVec - 1 at positions pos[0 ..] (read by indexed combines only).
   __device__ __forceinline__ void hold_vec(int64_t i, const int64_t (&pos)[kVec],
@@ -214,9 +292,21 @@ struct InputSource {
     using V = Vec<in_t, kVec>;
     const V x = *reinterpret_cast<const V*>(in + i);
     V a{};
-    if constexpr (Combine::arity == 2) a = *reinterpret_cast<const V*>(coeff + i);
+    if constexpr (Combine::arity == 2) {
+      if (!coeff_at.layout.strided) {
+        a = *reinterpret_cast<const V*>(coeff + i);
+      } else {
+        coeff_at.gather(coeff, i, a.v);
+      }
+    }
     Vec<bool, kVec> m{};
-    if (mask != nullptr) m = *reinterpret_cast<const Vec<bool, kVec>*>(mask + i);
+    if (mask != nullptr) {
+      if (!mask_at.layout.strided) {
+        m = *reinterpret_cast<const Vec<bool, kVec>*>(mask + i);
+      } else {
+        mask_at.gather(mask, i, m.v);
+      }
+    }
 #pragma unroll
     for (int t = 0; t < kVec; ++t) out[t] = hold(x.v[t], a.v[t], mask == nullptr || m.v[t], pos[t]);
   }
