@@ -24,17 +24,17 @@ namespace scanops::cuda {
 
 namespace detail {
 
-template <class Combine, class in_t, class out_t>
+template <class Combine, class in_t, class out_t, bool kBroadcast>
 void launch_by_shape(const DeviceProblem& p) {
-  const InputSource<Combine, in_t> src{static_cast<const in_t*>(p.input),
-                                       static_cast<const in_t*>(p.coeff),
-                                       p.mask,
-                                       p.scale_input,
-                                       {p.coeff_layout, p.length, p.inner},
-                                       {p.mask_layout, p.length, p.inner}};
+  const int64_t numel = p.outer * p.length * p.inner;
+  const InputSource<Combine, in_t, kBroadcast> src{static_cast<const in_t*>(p.input),
+                                                   static_cast<const in_t*>(p.coeff),
+                                                   p.mask,
+                                                   p.scale_input,
+                                                   {p.coeff_layout, p.length, p.inner, numel},
+                                                   {p.mask_layout, p.length, p.inner, numel}};
   // Outputs of more than kStreamingBytes take evict-first stores (see store_vec_hinted).
   constexpr int64_t kStreamingBytes = int64_t{256} << 20;
-  const int64_t numel = p.outer * p.length * p.inner;
   const int64_t out_bytes =
       numel * static_cast<int64_t>(sizeof(out_t) + (p.indices != nullptr ? sizeof(int64_t) : 0));
   const OutputSink<Combine, out_t> dst{static_cast<out_t*>(p.output), p.indices,
@@ -48,6 +48,25 @@ void launch_by_shape(const DeviceProblem& p) {
   }
 }
 
+// The combines whose ops take companions (masked_cumsum: Sum; linear_recurrence: Affine),
+// and so may have one broadcast in place: their kernels are compiled a second time for it.
+template <class Combine>
+struct takes_companions : std::bool_constant<Combine::arity == 2> {};
+template <class acc_t>
+struct takes_companions<SumCombine<acc_t>> : std::true_type {};
+
+template <class Combine, class in_t, class out_t>
+void launch_by_layout(const DeviceProblem& p) {
+  if constexpr (takes_companions<Combine>::value) {
+    if (p.mask_layout.strided || p.coeff_layout.strided) {
+      return launch_by_shape<Combine, in_t, out_t, true>(p);
+    }
+  }
+  TORCH_CHECK(!p.mask_layout.strided && !p.coeff_layout.strided,
+              "scanops: internal error: a broadcast companion for a combine that takes none");
+  launch_by_shape<Combine, in_t, out_t, false>(p);
+}
+
 }  // namespace detail
 
 template <class Combine, class in_t, class out_t>
@@ -58,10 +77,10 @@ void launch_scan(const DeviceProblem& p) {
     // docs/design.md, "cummax / cummin").
     using Narrow = typename Combine::narrow_t;
     if constexpr (!std::is_same_v<Combine, Narrow>) {
-      if (p.length <= int64_t{INT32_MAX}) return detail::launch_by_shape<Narrow, in_t, out_t>(p);
+      if (p.length <= int64_t{INT32_MAX}) return detail::launch_by_layout<Narrow, in_t, out_t>(p);
     }
   }
-  detail::launch_by_shape<Combine, in_t, out_t>(p);
+  detail::launch_by_layout<Combine, in_t, out_t>(p);
 }
 
 }  // namespace scanops::cuda
