@@ -1,4 +1,5 @@
-"""Small CUDA cases covering every kernel family, flag and op (the scan family and complex too), for compute-sanitizer memcheck
+"""Small CUDA cases covering every kernel family, flag and op (the scan family and complex too,
+the backward fusions and broadcast companions read in place), for compute-sanitizer memcheck
 (scripts/gpu_session.sh sanitize). Compares with float64 references so it fails loudly too."""
 import os
 import sys
@@ -42,6 +43,24 @@ for shape, dim in shapes:
                 ok = ok and torch.equal(i, ti)
             ops.cummin(x.to(torch.int16), dim, exclusive=e, reverse=r)
             ops.cummin(x.to(torch.bfloat16), dim, exclusive=e, reverse=r)
+            # the backward fusions (output epilogue, scaled input) and broadcast companions
+            # read in place (a row and a column of the last two dims)
+            got = ops._cumsum_fused(x, dim, exclusive=e, reverse=r, add=x, mul=m)
+            ok = ok and torch.allclose(got, m * (ops.cumsum(x, dim, exclusive=e, reverse=r) + x))
+            ops._linear_recurrence_fused(a, x.float().double(), dim, exclusive=e, reverse=r,
+                                         scale_x=True, add=x, mul=a)
+            if x.dim() >= 2:
+                for cs in (x.shape[-1:], x.shape[:-1] + (1,)):
+                    mb = torch.rand(cs, device=dev) > 0.5
+                    ab = torch.rand(cs, device=dev, dtype=torch.float64)
+                    got = ops.masked_cumsum(x, mb, dim, exclusive=e, reverse=r)
+                    want = ops.masked_cumsum(x, mb.expand(shape).contiguous(), dim, exclusive=e,
+                                             reverse=r)
+                    ok = ok and torch.equal(got, want)
+                    got = ops.linear_recurrence(ab, x, dim, exclusive=e, reverse=r)
+                    want = ops.linear_recurrence(ab.expand(shape).contiguous(), x, dim,
+                                                 exclusive=e, reverse=r)
+                    ok = ok and torch.equal(got, want)
             if not ok:
                 bad += 1
                 print("MISMATCH", shape, dim, e, r)
