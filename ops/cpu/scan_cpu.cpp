@@ -35,13 +35,14 @@
 // (float64 lanes) in scan_cpu_lse_avx2.h, compiled with a GCC target pragma and used only when
 // the CPU has AVX2 and FMA (and ATen's capability is not forced to DEFAULT,
 // SCANOPS_CPU_KERNELS != generic); a portable scalar kernel for every other case.
-// Large outputs are written with streaming (non-temporal) stores.
+// Outputs are written with regular stores (streaming stores on request: use_streaming_stores).
 #include <ATen/Parallel.h>
 #include <ATen/Version.h>
 #include <ATen/core/Tensor.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -67,7 +68,7 @@ namespace {
 constexpr int64_t kBlockBytes = 128 * 1024;   // input bytes per block (stays in L2 for the rescan)
 constexpr int64_t kFewColumns = 4096;         // below: column scans are blocked along the length
 constexpr int64_t kGrain = 32 * 1024;         // elements per parallel task, at least
-constexpr int64_t kStreamBytes = 16 << 20;    // outputs at least this large: streaming stores
+constexpr int64_t kStreamBytes = 16 << 20;    // "large" outputs (huge pages, SCANOPS_CPU_STREAM < 0)
 constexpr int64_t kMaxColWidth = 2048;        // columns per work item (carry array in L1/L2)
 
 struct Ctx {
@@ -78,6 +79,8 @@ struct Ctx {
   int64_t* idx;  // indexed combines (cummax / cummin): the positions, else nullptr
   int64_t outer, n, inner;
   bool exclusive, reverse, stream;
+  int64_t out_size;  // bytes of an output element
+  bool prefault;     // populate output pages ahead of the stores (prefault_range)
 };
 
 template <class F>
@@ -89,12 +92,13 @@ inline void with_bool(bool b, F&& f) {
   }
 }
 
-// SCANOPS_CPU_STREAM: unset or negative (streaming stores for outputs of at least
-// kStreamBytes), 0 (never), positive (always); see use_streaming_stores.
+// SCANOPS_CPU_STREAM: unset or 0 (regular stores), positive (streaming stores at every size),
+// negative (streaming stores for outputs of at least kStreamBytes, the default before
+// 2026-11-24); see use_streaming_stores.
 inline int stream_mode() {
   static const int mode = [] {
     const char* e = std::getenv("SCANOPS_CPU_STREAM");
-    return e ? std::atoi(e) : -1;
+    return e ? std::atoi(e) : 0;
   }();
   return mode;
 }
@@ -340,6 +344,7 @@ struct ExtKernel {
   using S = IndexedState<T>;
   using cst_t = int64_t;
   static constexpr int kComps = 2;
+  static constexpr bool kColFromCarry = true;  // col_walk starts from C (copied into L)
   static constexpr int64_t kVec = 32 / int64_t(sizeof(T));
   static S identity() { return Combine::identity(); }
   static S fold(const S& C, const S& T_) { return Combine::combine(C, T_); }
@@ -431,6 +436,7 @@ struct LseKernel {
   using cst_t = double;
   static constexpr int kComps = 2;
   static constexpr bool kFromCarry = true;
+  static constexpr bool kColFromCarry = true;  // col_walk starts from C (folded into L)
   static constexpr uintptr_t kAlign = 4 * sizeof(T);  // a streaming store writes 4 elements
   static S identity() { return {-__builtin_inf(), 0.0}; }
   static S fold(const S&, const S& T_) { return T_; }
@@ -675,10 +681,80 @@ struct FromCarry : std::false_type {};
 template <class K>
 struct FromCarry<K, std::void_t<decltype(K::kFromCarry)>> : std::bool_constant<K::kFromCarry> {};
 
+// Kernels whose col_walk starts from the carry-in (copies C into L: cummax / cummin,
+// logcumsumexp), where the others combine C into every output: a walk split into consecutive
+// row ranges passes C to the first range only, or to every range.
+template <class K, class = void>
+struct ColFromCarry : std::false_type {};
+template <class K>
+struct ColFromCarry<K, std::void_t<decltype(K::kColFromCarry)>> : std::bool_constant<K::kColFromCarry> {};
+
+// Output pages are populated (MADV_POPULATE_WRITE) a chunk of this many bytes at a time, just
+// before the chunk's stores: the kernel zeroes the pages into this core's L2, the stores then
+// hit them (see prefault_range).
+constexpr int64_t kPrefaultBytes = 256 * 1024;
+
+// Populates the output pages (values, and indices where there are) of elements [e0, e1).
+void prefault_range(const Ctx& c, int64_t e0, int64_t e1);
+
 template <class K>
 struct Scheduler {
   using S = typename K::S;
   using cst_t = typename K::cst_t;
+
+  // The output elements of row o, scan positions [s0, s1), populated (c.prefault).
+  static void prefault_row(const Ctx& c, int64_t o, int64_t s0, int64_t s1) {
+    if (!c.prefault) return;
+    const int64_t r = o * c.n;
+    if (c.reverse) {
+      prefault_range(c, r + c.n - s1, r + c.n - s0);
+    } else {
+      prefault_range(c, r + s0, r + s1);
+    }
+  }
+  // K::col_walk with outputs over scan positions [s0, s1) for the columns [i0, i0 + span) of
+  // outer index o: items of W columns side by side (item j: columns from i0 + j W, state at
+  // L + j K::kComps W; a carry-in C only for a single item). With c.prefault the rows are
+  // walked a range at a time, the range's output pages populated just before (every item
+  // walks on from its own L, so the results are those of one walk). Where the span is part of
+  // each row, that is a call per row: under kPrefaultBytes / 8 of a row it is walked without
+  // (calls of 2 pages measured slower than the faults they replace: (4096, 16384) dim 0, 2048
+  // columns an item, 1 thread 194 -> 211 ms).
+  static void col_walk_out(const Ctx& c, int64_t o, int64_t i0, int64_t span, int64_t W, int64_t s0, int64_t s1,
+                           cst_t* L, const cst_t* C) {
+    const int64_t inner = c.inner, span_bytes = span * c.out_size;
+    auto walk = [&](int64_t a, int64_t b) {
+      for (int64_t j = 0; j * W < span; ++j)
+        K::col_walk(c, o, i0 + j * W, std::min(W, span - j * W), a, b, L + j * K::kComps * W,
+                    (a == s0 || !ColFromCarry<K>::value) ? C : nullptr, true);
+    };
+    if (!c.prefault || (span < inner && span_bytes < kPrefaultBytes / 8)) {
+      walk(s0, s1);
+      return;
+    }
+    const int64_t R = std::max<int64_t>(1, kPrefaultBytes / span_bytes);
+    const int64_t base = o * c.n * inner;
+    for (int64_t a = s0; a < s1; a += R) {
+      const int64_t b = std::min(s1, a + R);
+      const int64_t lo = c.reverse ? c.n - b : a, hi = c.reverse ? c.n - a : b;  // memory rows
+      if (span == inner) {
+        prefault_range(c, base + lo * inner, base + hi * inner);
+      } else {
+        for (int64_t l = lo; l < hi; ++l) prefault_range(c, base + l * inner + i0, base + l * inner + i0 + span);
+      }
+      walk(a, b);
+    }
+  }
+
+  // The chained scans hand consecutive blocks to the workers in turn, so the workers' output
+  // chunks interleave: populating them measured faster at 2 threads (2-core VM, 2^26 float32
+  // 1-D: 104 -> 89 ms) but slower from 4 (16-core Xeon, 1-D: 4 threads 68 -> 71 ms, 8: 35 ->
+  // 64, 16: 22 -> 45; (N/64, 64) dim 0 alike), where the faults are left as they are.
+  static Ctx chained_ctx(const Ctx& c, int64_t threads) {
+    Ctx r = c;
+    r.prefault = c.prefault && threads <= 2;
+    return r;
+  }
 
   static void run(const Ctx& c, int64_t block_elems) {
     if (c.outer == 0 || c.n == 0 || c.inner == 0) return;
@@ -696,7 +772,12 @@ struct Scheduler {
     if (nb == 1) {
       at::parallel_for(0, c.outer, std::max<int64_t>(1, kGrain / n), [&](int64_t b, int64_t e) {
         [[maybe_unused]] const typename K::Guard guard{};
-        K::rows_short(c, b, e);
+        const int64_t step = c.prefault ? std::max<int64_t>(1, kPrefaultBytes / (n * c.out_size)) : e - b;
+        for (int64_t o = b; o < e; o += step) {
+          const int64_t oe = std::min(e, o + step);
+          if (c.prefault) prefault_range(c, o * n, oe * n);
+          K::rows_short(c, o, oe);
+        }
         K::finish(c);
       });
       return;
@@ -708,6 +789,7 @@ struct Scheduler {
           S C = K::identity();
           for (int64_t blk = 0; blk < nb; ++blk) {
             const int64_t s0 = blk * B, s1 = std::min(n, s0 + B);
+            prefault_row(c, o, s0, s1);
             const S T_ = K::row_block(c, o, s0, s1, C, blk > 0, true);
             C = blk > 0 ? K::fold(C, T_) : T_;
           }
@@ -717,6 +799,7 @@ struct Scheduler {
       return;
     }
     // Chained scan over the blocks of all rows.
+    const Ctx ch = chained_ctx(c, threads);
     const int64_t G = c.outer * nb;
     std::vector<S> carry(static_cast<size_t>(G));
     std::vector<std::atomic<int>> ready(static_cast<size_t>(G));
@@ -735,10 +818,12 @@ struct Scheduler {
             carry[g + 1] = K::row_block(c, o, s0, s1, C, blk > 0, false);
             ready[g + 1].store(1, std::memory_order_release);
           }
+          prefault_row(ch, o, s0, s1);
           K::row_block(c, o, s0, s1, C, blk > 0, true);
           continue;
         }
         if (blk == 0) {
+          prefault_row(ch, o, s0, s1);
           const S T_ = K::row_block(c, o, s0, s1, K::identity(), false, true);
           carry[g + 1] = T_;
           ready[g + 1].store(1, std::memory_order_release);
@@ -751,6 +836,7 @@ struct Scheduler {
           carry[g + 1] = K::fold(C, T_);
           ready[g + 1].store(1, std::memory_order_release);
         }
+        prefault_row(ch, o, s0, s1);
         K::row_block(c, o, s0, s1, C, true, true);
       }
       K::finish(c);
@@ -774,11 +860,18 @@ struct Scheduler {
       at::parallel_for(0, items, std::max<int64_t>(1, kGrain / std::max<int64_t>(1, n * W)),
                        [&](int64_t b, int64_t e) {
                          [[maybe_unused]] const typename K::Guard guard{};
-                         std::vector<cst_t> L(static_cast<size_t>(KC * W));
-                         for (int64_t it = b; it < e; ++it) {
-                           const int64_t o = it / ncb, i0 = (it % ncb) * W, w = std::min(W, inner - i0);
-                           K::col_identity(L.data(), w);
-                           K::col_walk(c, o, i0, w, 0, n, L.data(), nullptr, true);
+                         // A task's items of one outer index are side by side: walked together
+                         // (one populate call per row for all of them, see col_walk_out).
+                         const int64_t group = c.prefault ? ncb : 1;
+                         std::vector<cst_t> L(static_cast<size_t>(KC * W * std::min(group, e - b)));
+                         for (int64_t it = b; it < e;) {
+                           const int64_t o = it / ncb, i0 = (it % ncb) * W;
+                           const int64_t ie = std::min({e, (o + 1) * ncb, it + group});
+                           const int64_t span = std::min(inner, (ie - o * ncb) * W) - i0;
+                           for (int64_t j = 0; j < ie - it; ++j)
+                             K::col_identity(L.data() + j * KC * W, std::min(W, span - j * W));
+                           col_walk_out(c, o, i0, span, W, 0, n, L.data(), nullptr);
+                           it = ie;
                          }
                          K::finish(c);
                        });
@@ -803,7 +896,7 @@ struct Scheduler {
           for (int64_t blk = 0; blk < nb; ++blk) {
             const int64_t s0 = blk * Bl, s1 = std::min(n, s0 + Bl);
             K::col_identity(L.data(), w);
-            K::col_walk(c, o, i0, w, s0, s1, L.data(), blk > 0 ? C.data() : nullptr, true);
+            col_walk_out(c, o, i0, w, w, s0, s1, L.data(), blk > 0 ? C.data() : nullptr);
             K::col_fold(C.data(), L.data(), w, blk > 0);
           }
         }
@@ -812,6 +905,7 @@ struct Scheduler {
       return;
     }
     // Chained scan over (item, block of rows).
+    const Ctx ch = chained_ctx(c, threads);
     const int64_t G = items * nb;
     const int64_t slot = KC * W;
     std::vector<cst_t> carry(static_cast<size_t>(G * slot));
@@ -837,12 +931,12 @@ struct Scheduler {
             ready[g + 1].store(1, std::memory_order_release);
           }
           K::col_identity(L.data(), w);
-          K::col_walk(c, o, i0, w, s0, s1, L.data(), C, true);
+          col_walk_out(ch, o, i0, w, w, s0, s1, L.data(), C);
           continue;
         }
         K::col_identity(L.data(), w);
         if (blk == 0) {
-          K::col_walk(c, o, i0, w, s0, s1, L.data(), nullptr, true);
+          col_walk_out(ch, o, i0, w, w, s0, s1, L.data(), nullptr);
           std::copy(L.begin(), L.begin() + KC * w, carry.begin() + (g + 1) * slot);
           ready[g + 1].store(1, std::memory_order_release);
           continue;
@@ -857,7 +951,7 @@ struct Scheduler {
           ready[g + 1].store(1, std::memory_order_release);
         }
         K::col_identity(L.data(), w);
-        K::col_walk(c, o, i0, w, s0, s1, L.data(), C, true);
+        col_walk_out(ch, o, i0, w, w, s0, s1, L.data(), C);
       }
       K::finish(c);
     });
@@ -887,8 +981,65 @@ void advise_huge_pages(void* p, int64_t bytes) {
 #endif
 }
 
-// Streaming (non-temporal) stores for outputs of at least kStreamBytes;
-// SCANOPS_CPU_STREAM=0 / 1 forces them off / on for every size.
+// First-touch faults of a fresh output cost more than the scan (the 2-core VM: a 256 MiB copy
+// into a fresh mapping 161 ms, into a populated one 32 ms), so large outputs are populated
+// ahead of their stores: MADV_POPULATE_WRITE (Linux 5.14) over the chunk of kPrefaultBytes
+// that a worker is about to write, one call for what would be 64 faults (a C test, 256 MiB
+// written in 1 MiB chunks: 161 -> 116 ms on 1 thread, 83 -> 60 ms on 2). Populating the whole
+// output first saves the faults too, but its zeroed lines have left the caches by the time of
+// the stores (125 ms): every page goes to memory twice, which a bandwidth-bound host pays for.
+// SCANOPS_CPU_POPULATE: unset or negative, outputs of at least kStreamBytes; 0, never; positive,
+// always (the tests). Where the kernel lacks it (EINVAL), the stores fault as before.
+bool use_prefault(int64_t bytes) {
+#if defined(__linux__)
+  static const int mode = [] {  // unset or negative: outputs >= kStreamBytes; 0: never; else always
+    const char* e = std::getenv("SCANOPS_CPU_POPULATE");
+    return e ? std::atoi(e) : -1;
+  }();
+  return mode < 0 ? bytes >= kStreamBytes : mode > 0;
+#else
+  (void)bytes;
+  return false;
+#endif
+}
+
+void prefault_bytes(const void* p, int64_t bytes) {
+#if defined(__linux__)
+#ifndef MADV_POPULATE_WRITE
+  constexpr int MADV_POPULATE_WRITE = 23;
+#endif
+  static std::atomic<bool> unsupported{false};  // EINVAL: a kernel before 5.14
+  if (bytes <= 0 || unsupported.load(std::memory_order_relaxed)) return;
+  constexpr uintptr_t kPage = 4096;
+  // The pages holding any byte of the range: mapped and writable (the output's own), and
+  // populating leaves their contents as they are.
+  const uintptr_t a = reinterpret_cast<uintptr_t>(p) & ~(kPage - 1);
+  const uintptr_t e = (reinterpret_cast<uintptr_t>(p) + static_cast<uintptr_t>(bytes) + kPage - 1) & ~(kPage - 1);
+  if (madvise(reinterpret_cast<void*>(a), e - a, MADV_POPULATE_WRITE) != 0 && errno == EINVAL)
+    unsupported.store(true, std::memory_order_relaxed);
+#else
+  (void)p;
+  (void)bytes;
+#endif
+}
+
+void prefault_range(const Ctx& c, int64_t e0, int64_t e1) {
+  prefault_bytes(static_cast<const char*>(c.out) + e0 * c.out_size, (e1 - e0) * c.out_size);
+  if (c.idx != nullptr) prefault_bytes(c.idx + e0, (e1 - e0) * int64_t(sizeof(int64_t)));
+}
+
+// Regular stores by default; streaming (non-temporal) stores only when SCANOPS_CPU_STREAM asks
+// (positive: every size; negative: outputs of at least kStreamBytes, the default before). A
+// large output is a fresh mmap: the kernel zeroes each page through the cache at its first
+// touch (a fault, or the populate call just before the stores), so a regular store hits a
+// line already in L1/L2, where a streaming store has to evict that dirty line first (the page
+// crosses the memory bus twice). On the 2-core EPYC VM streaming stores made every large scan
+// slower or noisier, before the populate calls (2^26 float32, medians of 3 interleaved rounds;
+// 2 threads, clone() 86 ms: 1-D 113 -> 105 ms, exclusive 1-D 119 -> 109, (N/64, 64) dim 0
+// 108 -> 99, (4096, 16384) dim 0 99-111 -> 100-101; 1 thread: 1-D 198 -> 190, (16, 4096, 1024)
+// dim 1 183-224 -> 187). On a 16-core Xeon (16 threads) it was mixed and within the noise:
+// rows 15.3 -> 14.7 ms, (4096, 16384) dim 0 19.8 -> 23.6. Into memory already faulted and
+// out of cache streaming stores would win (a 256 MiB copy: 20 against 32 ms).
 bool use_streaming_stores(int64_t bytes) {
   const int mode = stream_mode();
   return mode < 0 ? bytes >= kStreamBytes : mode > 0;
@@ -923,7 +1074,9 @@ struct CpuRunner {
                 p.inner,
                 p.spec.flags.exclusive,
                 p.spec.flags.reverse,
-                use_streaming_stores(p.output.numel() * static_cast<int64_t>(sizeof(out_t)))};
+                use_streaming_stores(p.output.numel() * static_cast<int64_t>(sizeof(out_t))),
+                static_cast<int64_t>(sizeof(out_t)),
+                use_prefault(p.output.numel() * static_cast<int64_t>(sizeof(out_t)))};
     const bool whole_lines = WholeLines<Combine>::value ||
                              (AssociationFree<Combine>::value && at::get_num_threads() == 1);
     const int64_t block_elems = whole_lines

@@ -300,6 +300,74 @@ def test_extremum_columns_streaming_stores():
     assert r.returncode == 0 and "ok" in r.stdout, r.stdout + r.stderr
 
 
+STORES_SCRIPT = textwrap.dedent("""
+    import sys, torch
+    torch.ops.load_library(sys.argv[1])
+    ops = torch.ops.scanops
+
+    # Every scheduling path that writes outputs: many short rows, rows of 4, few long rows
+    # (chained), many long rows, 1-D, blocked columns (w == inner), middle dims, outer dims whose
+    # items a thread walks side by side (at 2 threads 4 x 2048 float32 columns = 32 KiB a row:
+    # the per-row populate calls), ragged tails.
+    shapes = [((64, 1000), 1), ((1000, 4), 1), ((3, 70_001), 1), ((13, 70_001), 1), ((100_003,), 0),
+              ((70_001, 5), 0), ((2, 40_001, 3), 1), ((300, 50, 37), 1), ((257, 1031), 0),
+              ((100, 16384), 0), ((3, 50, 2000), 1)]
+    g = torch.Generator().manual_seed(5)
+    out = {}
+
+    def check(key, f):
+        torch.set_num_threads(1)
+        want = f()
+        for t in (2, 3):
+            torch.set_num_threads(t)
+            assert torch.equal(f().view(-1).view(torch.int8), want.view(-1).view(torch.int8)), (key, t)
+        out[key] = want
+
+    for shape, dim in shapes:
+        for dtype in (torch.float32, torch.float64):
+            x = torch.rand(shape, generator=g, dtype=dtype) * 2 - 1
+            a = torch.rand(shape, generator=g, dtype=dtype) * 0.2 + 0.8
+            m = torch.rand(shape, generator=g) < 0.7
+            xc = torch.complex(x, a) if x.dim() == 2 and dim == 1 else None
+            for excl, rev in ((False, False), (True, True), (True, False), (False, True)):
+                kw = dict(exclusive=excl, reverse=rev)
+                k = (shape, dim, str(dtype), excl, rev)
+                check(k + ("cumsum",), lambda: ops.cumsum(x, dim, **kw))
+                check(k + ("linrec",), lambda: ops.linear_recurrence(a, x, dim, **kw))
+                if excl != rev:
+                    continue
+                check(k + ("masked",), lambda: ops.masked_cumsum(x, m, dim, **kw))
+                check(k + ("cumprod",), lambda: ops.cumprod(x, dim, **kw))
+                check(k + ("cummax",), lambda: torch.cat([v.view(-1).double() for v in ops.cummax(x, dim, **kw)]))
+                if dtype == torch.float32:
+                    check(k + ("lcse",), lambda: ops.logcumsumexp(x, dim, **kw))
+                if xc is not None:
+                    check(k + ("c-cumsum",), lambda: torch.view_as_real(ops.cumsum(xc, dim, **kw)))
+    torch.save(out, sys.argv[2])
+    print("ok")
+""")
+
+
+def test_store_modes_same_bits(tmp_path):
+    """Output pages populated ahead of the stores (SCANOPS_CPU_POPULATE=1: at every size, the
+    walks then go a range of rows at a time) and streaming stores (SCANOPS_CPU_STREAM=1 / -1)
+    give the bits of plain stores, for every thread count: each mode in a fresh process."""
+    modes = [{"SCANOPS_CPU_POPULATE": "0", "SCANOPS_CPU_STREAM": "0"}, {"SCANOPS_CPU_POPULATE": "1"},
+             {"SCANOPS_CPU_POPULATE": "1", "SCANOPS_CPU_STREAM": "1"}, {"SCANOPS_CPU_STREAM": "1"}]
+    results = []
+    for i, mode in enumerate(modes):
+        e = dict(os.environ, **mode)
+        f = tmp_path / f"out{i}.pt"
+        r = subprocess.run([sys.executable, "-c", STORES_SCRIPT, str(conftest.library_path()), str(f)],
+                           env=e, capture_output=True, text=True, timeout=600)
+        assert r.returncode == 0 and "ok" in r.stdout, (mode, r.stdout + r.stderr)
+        results.append(torch.load(f))
+    for mode, res in zip(modes[1:], results[1:]):
+        assert res.keys() == results[0].keys()
+        for k, v in res.items():
+            assert torch.equal(v.view(-1).view(torch.int8), results[0][k].view(-1).view(torch.int8)), (mode, k)
+
+
 def test_float32_accuracy_matches_float64_accumulation():
     """32768 uniform [0, 1) values: max relative error <= 1e-7 (float64 accumulation, one
     rounding to float32), at every thread count, for rows and columns."""
