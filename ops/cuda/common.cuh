@@ -226,8 +226,13 @@ struct InputSource {
   const in_t* coeff;  // arity 2 only
   const bool* mask;   // nullptr: no mask
   bool scaled = false;  // arity 2: lift_scaled (the input times its coefficient)
-  CompanionIndex coeff_at{};  // where coeff / mask hold element i (broadcast in place)
-  CompanionIndex mask_at{};
+  // Where coeff / mask hold element i when broadcast in place (kBroadcast only: the dense
+  // instantiation carries none of it, not even its bytes).
+  struct Companions {
+    CompanionIndex coeff_at, mask_at;
+  };
+  struct NoCompanions {};
+  std::conditional_t<kBroadcast, Companions, NoCompanions> at{};
   // x: the input element, a: its coefficient (ignored for arity 1), pos: its position along
   // its line (indexed combines only).
   __device__ __forceinline__ state_t lift(in_t x, in_t a, int64_t pos) const {
@@ -267,9 +272,9 @@ struct InputSource {
   __device__ __forceinline__ held_t hold_at(int64_t i, int64_t pos) const {
     in_t a{};
     if constexpr (kBroadcast) {
-      if constexpr (Combine::arity == 2) a = coeff[coeff_at(i)];
+      if constexpr (Combine::arity == 2) a = coeff[at.coeff_at(i)];
       const in_t x = in[i];
-      return hold(x, a, mask == nullptr || mask[mask_at(i)], pos);
+      return hold(x, a, mask == nullptr || mask[at.mask_at(i)], pos);
     } else {
       if constexpr (Combine::arity == 2) a = coeff[i];
       const in_t x = in[i];
@@ -282,22 +287,23 @@ struct InputSource {
   // Prefetches elements [i, i + n) of every input into L2 (thread t of nt).
   __device__ __forceinline__ void prefetch_l2(int64_t i, int64_t n, int t, int nt) const {
     prefetch_l2_range(in + i, n * static_cast<int64_t>(sizeof(in_t)), t, nt);
+    bool coeff_dense = true, mask_dense = true;
+    if constexpr (kBroadcast) {
+      coeff_dense = !at.coeff_at.layout.strided;
+      mask_dense = !at.mask_at.layout.strided;
+    }
     if constexpr (Combine::arity == 2) {
-      if (!kBroadcast || !coeff_at.layout.strided) {
-        prefetch_l2_range(coeff + i, n * static_cast<int64_t>(sizeof(in_t)), t, nt);
-      }
+      if (coeff_dense) prefetch_l2_range(coeff + i, n * static_cast<int64_t>(sizeof(in_t)), t, nt);
     }
-    if (mask != nullptr && (!kBroadcast || !mask_at.layout.strided)) {
-      prefetch_l2_range(mask + i, n, t, nt);
-    }
+    if (mask != nullptr && mask_dense) prefetch_l2_range(mask + i, n, t, nt);
   }
   // Whether hold_vec may be used at element offset i.
   // (A broadcast companion is read element by element inside hold_vec.)
   __device__ __forceinline__ bool vec_ok(int64_t i) const {
     if constexpr (kBroadcast) {
       return is_aligned<kVec>(in + i) &&
-             (Combine::arity == 1 || coeff_at.layout.strided || is_aligned<kVec>(coeff + i)) &&
-             (mask == nullptr || mask_at.layout.strided || is_aligned<kVec>(mask + i));
+             (Combine::arity == 1 || at.coeff_at.layout.strided || is_aligned<kVec>(coeff + i)) &&
+             (mask == nullptr || at.mask_at.layout.strided || is_aligned<kVec>(mask + i));
     } else {
       return is_aligned<kVec>(in + i) && (Combine::arity == 1 || is_aligned<kVec>(coeff + i)) &&
              (mask == nullptr || is_aligned<kVec>(mask + i));
@@ -309,19 +315,23 @@ struct InputSource {
     using V = Vec<in_t, kVec>;
     const V x = *reinterpret_cast<const V*>(in + i);
     V a{};
-    if constexpr (Combine::arity == 2) {
-      if (!kBroadcast || !coeff_at.layout.strided) {
+    if constexpr (!kBroadcast) {  // (the dense loads exactly as before broadcasts existed)
+      if constexpr (Combine::arity == 2) a = *reinterpret_cast<const V*>(coeff + i);
+    } else if constexpr (Combine::arity == 2) {
+      if (!at.coeff_at.layout.strided) {
         a = *reinterpret_cast<const V*>(coeff + i);
       } else {
-        coeff_at.gather(coeff, i, a.v);
+        at.coeff_at.gather(coeff, i, a.v);
       }
     }
     Vec<bool, kVec> m{};
-    if (mask != nullptr) {
-      if (!kBroadcast || !mask_at.layout.strided) {
+    if constexpr (!kBroadcast) {
+      if (mask != nullptr) m = *reinterpret_cast<const Vec<bool, kVec>*>(mask + i);
+    } else if (mask != nullptr) {
+      if (!at.mask_at.layout.strided) {
         m = *reinterpret_cast<const Vec<bool, kVec>*>(mask + i);
       } else {
-        mask_at.gather(mask, i, m.v);
+        at.mask_at.gather(mask, i, m.v);
       }
     }
 #pragma unroll

@@ -27,12 +27,13 @@ namespace detail {
 template <class Combine, class in_t, class out_t, bool kBroadcast>
 void launch_by_shape(const DeviceProblem& p) {
   const int64_t numel = p.outer * p.length * p.inner;
-  const InputSource<Combine, in_t, kBroadcast> src{static_cast<const in_t*>(p.input),
-                                                   static_cast<const in_t*>(p.coeff),
-                                                   p.mask,
-                                                   p.scale_input,
-                                                   {p.coeff_layout, p.length, p.inner, numel},
-                                                   {p.mask_layout, p.length, p.inner, numel}};
+  using Source = InputSource<Combine, in_t, kBroadcast>;
+  Source src{static_cast<const in_t*>(p.input), static_cast<const in_t*>(p.coeff), p.mask,
+             p.scale_input};
+  if constexpr (kBroadcast) {
+    src.at.coeff_at = CompanionIndex(p.coeff_layout, p.length, p.inner, numel);
+    src.at.mask_at = CompanionIndex(p.mask_layout, p.length, p.inner, numel);
+  }
   // Outputs of more than kStreamingBytes take evict-first stores (see store_vec_hinted).
   constexpr int64_t kStreamingBytes = int64_t{256} << 20;
   const int64_t out_bytes =
