@@ -200,9 +200,12 @@ struct CompanionIndex {
 // lift(in[i], position along the line) for indexed ones), identity() where mask[i] is false.
 // Both loads are issued before the mask is tested.
 // kBroadcast: the mask or the coefficients may be broadcast companions read in place
-// (CompanionIndex); false (every dense problem) compiles none of that code, so the dense
-// kernels keep their load batching (measured: a run-time branch on the layout inside the
-// vector loads took dense masked_cumsum rows from 96% to 57% of copy on the H100).
+// (CompanionIndex); false (every dense problem) compiles none of that code and carries none
+// of its fields. Measured on the H100: a run-time branch on the layout inside the vector
+// loads took dense masked_cumsum rows from 96% to 57% of copy; with the branch compiled out
+// but the two (unused) CompanionIndex fields still in the dense source, cumprod rows fell
+// from 97% to 88%, float16 rows from 85% to 67%, (32768, 32768) along dim 0 from 76% to 39%
+// (bench/row_items_bench.cu and bench_gpu.py, d502a79 against 14b5a2b).
 template <class Combine, class in_t, bool kBroadcast = false>
 struct InputSource {
   using state_t = typename Combine::state_t;
