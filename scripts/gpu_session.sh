@@ -2,7 +2,8 @@
 # What one call of the lent GPU machine runs: build against its preinstalled torch, every
 # test (CUDA included), compute-sanitizer on the CUDA kernels, and the GPU benchmark.
 # Logs go to $OUT (or ./gpu-out). Usage: scripts/gpu_session.sh [build|test|exact|sanitize|consumers|bench|cpubench]...
-# BENCH_ARGS passes options to bench/bench_gpu.py (e.g. --no-compile --rounds 3).
+# BENCH_ARGS passes options to bench/bench_gpu.py, as shell words (e.g. --no-compile --rounds 3
+# --only "cumprod,(32768, 32768) dim 0").
 set -uo pipefail
 REPO="$(cd "$(dirname "$0")/.." && pwd)"
 OUT="${OUT:-$REPO/gpu-out}"
@@ -39,7 +40,8 @@ for s in "${steps[@]}"; do
         echo "compute-sanitizer $tool:"; tail -3 "$OUT/sanitize-$tool.log"
       done ;;
     bench)
-      ( cd "$REPO" && "$SCANOPS_PYTHON" bench/bench_gpu.py --json "$OUT/bench_gpu.json" --md "$OUT/bench_gpu.md" ${BENCH_ARGS:-} ) > "$OUT/bench.log" 2>&1 || rc=1
+      eval "bench_args=(${BENCH_ARGS:-})"  # shell words: --only "1-D 2^30,(64, 2^22) dim 1" stays one
+      ( cd "$REPO" && "$SCANOPS_PYTHON" bench/bench_gpu.py --json "$OUT/bench_gpu.json" --md "$OUT/bench_gpu.md" "${bench_args[@]}" ) > "$OUT/bench.log" 2>&1 || rc=1
       grep -v "^|" "$OUT/bench.log" | tail -40 ;;
     cpubench)
       ( cd "$REPO" && "$SCANOPS_PYTHON" bench/bench_cpu.py --json "$OUT/bench_cpu.json" --md "$OUT/bench_cpu.md" ) > "$OUT/bench_cpu.log" 2>&1 || rc=1
