@@ -2,9 +2,10 @@
 
 share = (floor time scaled to the op's minimal bytes) / op time, where the op's minimal bytes are
 every input read once plus the outputs written once (cummax: the values and 8-byte int64
-indices), and the floor is the faster of clone() of the input and a copy of it into a buffer
-whose pages are in place (no first-touch faults: since ba6c296 scanops populates its output's
-pages ahead of its stores and beats clone()), each moving 2 x its bytes. The floor is
+indices), and the floor is the faster of clone() of the input and a copy of it into a fresh
+tensor whose pages are populated first (madvise MADV_POPULATE_WRITE: since ba6c296 scanops
+populates its output's pages ahead of its stores and beats clone(), whose pages fault one by
+one), each moving 2 x its bytes. The floor is
 measured interleaved with the op and eager runs (round-robin, `--reps` rounds (default 3) after
 a warm-up, best of each), so machine noise hits all three alike; the floor's spread
 ((max - min) / min over the rounds) is reported with it.
@@ -23,6 +24,8 @@ Default threads: 1, 2 and all (os.cpu_count()); default size: 2^26 float32 eleme
 Loads the library like the tests: SCANOPS_LIBRARY, else build/libscanops.so (through python/scanops).
 """
 import argparse
+import concurrent.futures
+import ctypes
 import json
 import os
 import platform
@@ -102,17 +105,45 @@ def timed(fn):
     return dt * 1e3
 
 
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+MADV_POPULATE_WRITE = 23  # Linux >= 5.14
+PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+_pool = {}
+
+
+def populated_copy(x):
+    """A fresh tensor like x, its pages populated by torch.get_num_threads() threads at once
+    (madvise releases the GIL), then x copied into it (first-touch faults instead where
+    madvise(MADV_POPULATE_WRITE) is not supported)."""
+    y = torch.empty_like(x)
+    nbytes = y.numel() * y.element_size()
+    start = y.data_ptr() // PAGE * PAGE
+    end = y.data_ptr() + nbytes
+    nt = torch.get_num_threads()
+    step = -(-(end - start) // nt // PAGE) * PAGE
+    spans = [(a, min(step, end - a)) for a in range(start, end, step)]
+    if nt == 1 or len(spans) == 1:
+        _libc.madvise(start, end - start, MADV_POPULATE_WRITE)
+    else:
+        if nt not in _pool:
+            _pool[nt] = concurrent.futures.ThreadPoolExecutor(nt)
+        list(_pool[nt].map(lambda s: _libc.madvise(s[0], s[1], MADV_POPULATE_WRITE), spans))
+    y.copy_(x)
+    return y
+
+
 def measure(x, sc, eager, reps, slow_ms=300.0):
     """Best of `reps` interleaved rounds after a warm-up call. A function slower than `slow_ms`
     (torch eager along an outer dim takes seconds) keeps its warm-up time as a sample and runs
     in the first round only, to bound the run time (~4 minutes on 16 cores)."""
-    # The floor: the faster of clone() (a fresh output, its pages faulted on first touch) and
-    # a copy into a buffer whose pages are already in place (no faults at all). scanops
-    # populates its fresh output's pages ahead of its stores (ba6c296), which beat clone():
-    # clone() alone is no floor for it.
-    buf = torch.empty_like(x)
-    buf.copy_(x)
-    fns = [lambda: x.clone(), lambda: (buf.copy_(x), None)[1], sc] + ([eager] if eager else [])
+    # The floor: the faster of clone() (a fresh output, its pages faulted one by one on first
+    # touch) and a fresh output whose pages are populated first (MADV_POPULATE_WRITE, as
+    # scanops does since ba6c296, which beat clone()) then copied into: the best a scan that
+    # returns a new tensor can do.
+    fns = [lambda: x.clone(), lambda: populated_copy(x), sc] + ([eager] if eager else [])
     warm = [timed(f) for f in fns]
     samples = [[w] if i > 1 and w >= slow_ms else [] for i, w in enumerate(warm)]
     for r in range(reps):
