@@ -687,6 +687,25 @@ static SCANOPS_AI void ext_group(__m256d x, double* out, int64_t* idx, int64_t p
 // Scan positions [s0, s1) of the row starting at element `row` (length n), from the running
 // state st (the identity: the lowest / highest value and index -1); returns the state after
 // the block. kWrite: write the values and indices (exclusive: the state before each element).
+// One element of a scalar cummax / cummin walk (the tails of the row and column walks): x at
+// position pos against the running (m, mi), the rule of ExtremumCombine::wins; writes the
+// state before (exclusive) or after (inclusive) the element to *out / *idx.
+template <class T, bool kMax, bool kExcl, bool kWrite>
+static inline void ext_scalar_step(T x, int64_t pos, T& m, int64_t& mi, T* out, int64_t* idx) {
+  if constexpr (kWrite && kExcl) {
+    *out = m;
+    *idx = mi;
+  }
+  if (x != x || (m == m && (kMax ? x >= m : x <= m))) {
+    m = x;
+    mi = pos;
+  }
+  if constexpr (kWrite && !kExcl) {
+    *out = m;
+    *idx = mi;
+  }
+}
+
 template <class T, bool kMax, bool kRev, bool kExcl, bool kWrite, bool kNT>
 static IndexedState<T> ext_row_impl(const T* in, T* out, int64_t* idx, int64_t row, int64_t n, int64_t s0,
                                     int64_t s1, IndexedState<T> st) {
@@ -711,19 +730,8 @@ static IndexedState<T> ext_row_impl(const T* in, T* out, int64_t* idx, int64_t r
   int64_t mi = _mm_cvtsi128_si64(_mm256_castsi256_si128(iv));
   for (; s < s1; ++s) {
     const int64_t pos = kRev ? n - 1 - s : s;
-    const T x = in[row + pos];
-    if constexpr (kWrite && kExcl) {
-      out[row + pos] = m;
-      idx[row + pos] = mi;
-    }
-    if (x != x || (m == m && (kMax ? x >= m : x <= m))) {
-      m = x;
-      mi = pos;
-    }
-    if constexpr (kWrite && !kExcl) {
-      out[row + pos] = m;
-      idx[row + pos] = mi;
-    }
+    ext_scalar_step<T, kMax, kExcl, kWrite>(in[row + pos], pos, m, mi, out + row + pos,
+                                            idx + row + pos);
   }
   return {m, mi};
 }
@@ -787,20 +795,9 @@ static void ext_col_walk_impl(const T* in, T* out, int64_t* idx, int64_t n, int6
       T m;
       std::memcpy(&m, Lv + j, sizeof(T));
       int64_t mi = Li[j];
-      if constexpr (kWrite && kExcl) {
-        out[base + j] = m;
-        idx[base + j] = mi;
-      }
-      if (x != x || (m == m && (kMax ? x >= m : x <= m))) {
-        m = x;
-        mi = pos;
-        std::memcpy(Lv + j, &m, sizeof(T));
-        Li[j] = mi;
-      }
-      if constexpr (kWrite && !kExcl) {
-        out[base + j] = m;
-        idx[base + j] = mi;
-      }
+      ext_scalar_step<T, kMax, kExcl, kWrite>(x, pos, m, mi, out + base + j, idx + base + j);
+      std::memcpy(Lv + j, &m, sizeof(T));
+      Li[j] = mi;
     }
   }
 }
