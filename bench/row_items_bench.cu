@@ -76,7 +76,7 @@ void launch(const LaunchContext& ctx, Arena& arena, const Source& src, const Sin
     items = ceil_div(rows, g.rows_per_tile);
   } else if (rows < ctx.sms * kRowsWantedPerSM && row_tiles > kMaxRowModeTiles) {
     g.lookback = true;
-    g.chunk_tiles = getenv("CHUNK") ? atoi(getenv("CHUNK")) : lookback_chunk_tiles<Source>(kTile);
+    g.chunk_tiles = getenv("CHUNK") ? atoi(getenv("CHUNK")) : lookback_chunk_tiles<Combine, Source, Sink, kItems>(kTile);
     items = rows * ceil_div(row_tiles, g.chunk_tiles);
     status = make_chunk_status<state_t>(ctx, items);
   }

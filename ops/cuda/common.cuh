@@ -210,6 +210,7 @@ template <class Combine, class in_t, bool kBroadcast = false>
 struct InputSource {
   using state_t = typename Combine::state_t;
   static constexpr int kVec = vec_width<in_t>();
+  static constexpr bool kCompanions = kBroadcast;  // (tile shapes may depend on it)
   static constexpr int kInBytes = sizeof(in_t);                          // per input tensor
   // Arity-1, unindexed combines of inputs of 4 bytes or more hold the input element itself (a
   // masked-off one as the input value that lifts to identity(): 0 for sums, 1 for products,
@@ -448,6 +449,7 @@ struct StateSource {
   using state_t = typename Combine::state_t;
   using held_t = state_t;
   static constexpr int kVec = 1;
+  static constexpr bool kCompanions = false;
   static constexpr int kInBytes = sizeof(state_t);
   const state_t* p;
   static __device__ __forceinline__ held_t held_identity() { return Combine::identity(); }

@@ -298,21 +298,42 @@ struct RowTile {
 // kItems held or lowered elements take at most 16 registers of 32 bits (no spills for the
 // selections' 8 items), else 2 (128 registers), so as not to spill (see kRowStateBytes for
 // the measurements). An element narrower than 4 bytes still takes a register.
-template <class held_t, class lowered_t, int kItems>
-constexpr int kRowMinBlocks =
-    kItems * ((std::max(sizeof(held_t), sizeof(lowered_t)) + 3) / 4) > 16 ? 2 : 4;
+// Exception: 2-byte outputs from held elements of <= 4 bytes (float16 / bfloat16 holding
+// float32) take 32 items, a 16 KB tile of input: at 2 blocks per SM too few bytes are in
+// flight. At 4 blocks (64 registers, a few bytes of spill) bench/row_items_bench.cu measured
+// on the H100, (32768, 32768) rows, share of copy: bfloat16 71% -> 95%, float16 85% -> 95%
+// (3 blocks: 87% / 96%); float32 rows stay at 2 (95.5-96.5% at 2, 3 or 4 blocks) and 1-D
+// float32 look-back rows lose with more (70% at 2, 61-63% at 3-4). Sources with broadcast
+// companions keep 2 (at 64 registers their index fields spilled ~350 bytes).
+template <class Source, class Sink, int kItems>
+constexpr int row_min_blocks() {
+  using held_t = typename Source::held_t;
+  using lowered_t = typename Sink::lowered_t;
+  if (sizeof(lowered_t) < 4 && sizeof(held_t) <= 4 && !Source::kCompanions) return 4;
+  return kItems * ((std::max(sizeof(held_t), sizeof(lowered_t)) + 3) / 4) <= 16 ? 4 : 2;
+}
+template <class Source, class Sink, int kItems>
+constexpr int kRowMinBlocks = row_min_blocks<Source, Sink, kItems>();
 
 // Work items: packed mode, tile t holds rows [t * R, t * R + R), a segment head at every row
 // start; rows mode, item r is row r, scanned tile by tile carrying the state (both grid-
 // stride); look-back mode, item c is tile c % T of row c / T (T tiles per row), taken in
 // order from status.counter.
 template <class Combine, class Source, class Sink, int kItems>
-__global__ void __launch_bounds__(kRowThreads, kRowMinBlocks<typename Source::held_t, typename Sink::lowered_t, kItems>)
+__global__ void __launch_bounds__(kRowThreads, kRowMinBlocks<Source, Sink, kItems>)
     row_scan_kernel(Source src, Sink dst, RowGeometry g,
                     ChunkStatus<typename Combine::state_t> status) {
   using Tile = RowTile<Combine, Source, Sink, kItems>;
   using state_t = typename Combine::state_t;
   constexpr int kTile = Tile::kTile;
+  // Overlap a chunk's look-back with the second read of its first tile: packed states
+  // (one L2 round trip a round, see LookBack::begin) in kernels of 2 blocks per SM.
+  // Measured on the H100 (bench/row_items_bench.cu, float32 cumsum, share of copy): 1-D
+  // 2^30 76% -> 78%, (64, 2^22) 75% -> 75-76%; at 4 blocks per SM (float16 / bfloat16) the
+  // registers it keeps spilled: rows 95% -> 90%, 1-D 69-71% -> 64-66%.
+  constexpr bool kOverlap =
+      lookback_packs<state_t> &&
+      kRowMinBlocks<Source, Sink, kItems> == 2;
   __shared__ typename Tile::Storage storage;
   __shared__ typename LookBack<Combine>::Storage lookback_storage;
   __shared__ int64_t next_item;
@@ -343,6 +364,12 @@ __global__ void __launch_bounds__(kRowThreads, kRowMinBlocks<typename Source::he
     // A row's tiles [t0, t1), walked carrying the state from `carry`.
     int64_t row = item, t0 = 0, t1 = row_tiles;
     state_t carry = Combine::identity();
+    // kOverlap: the walk's first round is in flight while the chunk's first tile is read
+    // again, and completes in that tile's carry callback.
+    LookBack<Combine> lb{status, item, 0};
+    typename LookBack<Combine>::Pending pending{};
+    state_t agg = Combine::identity();
+    bool carry_pending = false;
     const auto tile_range = [&](int64_t t, int64_t& lo, int& n, int64_t& pos0) {
       const int64_t s = t * kTile;
       n = static_cast<int>(std::min<int64_t>(kTile, g.length - s));
@@ -368,7 +395,6 @@ __global__ void __launch_bounds__(kRowThreads, kRowMinBlocks<typename Source::he
         const int64_t hi = std::max(lo_a + n_a, lo_b + n_b);
         src.prefetch_l2(lo, hi - lo, threadIdx.x, kRowThreads);
       }
-      state_t agg = Combine::identity();
 #pragma unroll 1
       for (int64_t t = t0; t < t1; ++t) {
         int64_t lo, pos0;
@@ -376,13 +402,18 @@ __global__ void __launch_bounds__(kRowThreads, kRowMinBlocks<typename Source::he
         tile_range(t, lo, n, pos0);
         agg = Combine::combine(agg, Tile::reduce(storage, src, lo, n, pos0, g.reverse));
       }
-      if (threadIdx.x < kWarpSize) {
-        const LookBack<Combine> lb{status, item, row * row_chunks};
-        const state_t p = lb.warp_exclusive_prefix(lookback_storage, agg);
-        if (threadIdx.x == 0) chunk_carry[0] = p;
+      lb.first = row * row_chunks;
+      if constexpr (kOverlap) {
+        if (threadIdx.x < kWarpSize) pending = lb.begin(agg);
+        carry_pending = true;
+      } else {
+        if (threadIdx.x < kWarpSize) {
+          const state_t p = lb.warp_exclusive_prefix(lookback_storage, agg);
+          if (threadIdx.x == 0) chunk_carry[0] = p;
+        }
+        __syncthreads();
+        carry = chunk_carry[0];
       }
-      __syncthreads();
-      carry = chunk_carry[0];
     }
 #pragma unroll 1
     for (int64_t t = t0; t < t1; ++t) {
@@ -390,8 +421,12 @@ __global__ void __launch_bounds__(kRowThreads, kRowMinBlocks<typename Source::he
       int n;
       tile_range(t, lo, n, pos0);
       carry = Tile::scan(
-          storage, src, dst, lo, n, 0, pos0, [&](const state_t&) { return carry; }, g.reverse,
-          g.exclusive);
+          storage, src, dst, lo, n, 0, pos0,
+          [&](const state_t&) {
+            return carry_pending ? lb.finish(lookback_storage, pending, agg) : carry;
+          },
+          g.reverse, g.exclusive);
+      carry_pending = false;
     }
   }
 }
@@ -400,18 +435,28 @@ constexpr int64_t kRowBlocksPerSM = 32;   // grid cap (the kernel grid-strides b
 constexpr int64_t kRowsWantedPerSM = 16;  // rows per SM below which long rows use look-back
 constexpr int64_t kMaxRowModeTiles = 4;   // rows of at most this many tiles: block per row
 
-// Tiles per look-back chunk: about SCANOPS_LOOKBACK_CHUNK_BYTES of input. A block stalls
-// in the look-back for about as long as one tile's own memory traffic takes (few blocks fit
-// on an SM; the walk's loads wait behind the streaming traffic): one look-back per chunk
-// instead of per tile amortises it. Measured on the H100 (bench/row_items_bench.cu, 1-D 2^30
-// float32, share of copy): cumsum 1 tile per chunk 49%, 2 tiles (64 KB) 63%, more tiles no
-// better; cummax (2048-element tiles) 1 tile 25%, 8 tiles (64 KB) 58%, 16 tiles 61%.
+// Tiles per look-back chunk: about SCANOPS_LOOKBACK_CHUNK_BYTES of input per 2 resident
+// blocks of an SM. A block stalls in the look-back for about as long as one tile's own memory
+// traffic takes (few blocks fit on an SM; the walk's loads wait behind the streaming
+// traffic): one look-back per chunk instead of per tile amortises it, and the chunks of all
+// resident blocks must stay in L2 until their second read. Measured on the H100
+// (bench/row_items_bench.cu, 1-D 2^30, share of copy): float32 cumsum (2 blocks per SM)
+// 1 tile per chunk 49%, 2 tiles (64 KB) 63%, more tiles no better (4: 61%); cummax
+// (2048-element tiles) 1 tile 25%, 8 tiles (64 KB) 58%, 16 tiles 61%; float16 / bfloat16
+// (16 KB tiles, 4 blocks per SM, packed status) 32 KB chunks 69-71%, 64 KB 59-61%, while
+// cummax (4 blocks per SM, unpacked status) takes 64 KB (61%) over 32 KB (56%): chunks are
+// halved for packed states at 4 blocks per SM.
+// Without the look-back's wait (carries wrong, for the measurement only) the float32 kernel
+// reads its 64 KB chunks twice at 92-93% of copy: the wait, not the second read, is the cost.
 #ifndef SCANOPS_LOOKBACK_CHUNK_BYTES
 #define SCANOPS_LOOKBACK_CHUNK_BYTES 65536
 #endif
-template <class Source>
+template <class Combine, class Source, class Sink, int kItems>
 int lookback_chunk_tiles(int64_t tile) {
-  const int64_t t = SCANOPS_LOOKBACK_CHUNK_BYTES / (tile * Source::kInBytes);
+  constexpr bool halve =
+      lookback_packs<typename Combine::state_t> &&
+      kRowMinBlocks<Source, Sink, kItems> == 4;
+  const int64_t t = SCANOPS_LOOKBACK_CHUNK_BYTES / (halve ? 2 : 1) / (tile * Source::kInBytes);
   return static_cast<int>(std::max<int64_t>(1, t));
 }
 
@@ -434,7 +479,7 @@ void scan_rows(const LaunchContext& ctx, const Source& src, const Sink& dst, int
   } else if (rows < ctx.sms * kRowsWantedPerSM && row_tiles > kMaxRowModeTiles) {
     // Too few rows to fill the GPU: every chunk of tiles is a work item, chained by look-back.
     g.lookback = true;
-    g.chunk_tiles = lookback_chunk_tiles<Source>(kTile);
+    g.chunk_tiles = lookback_chunk_tiles<Combine, Source, Sink, kItems>(kTile);
     items = rows * ceil_div(row_tiles, g.chunk_tiles);
     status = make_chunk_status<state_t>(ctx, items);
   }
