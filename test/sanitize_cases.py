@@ -29,6 +29,7 @@ for shape, dim in shapes:
             got = ops.cumsum(x, dim, exclusive=e, reverse=r)
             ok = torch.allclose(got, ref, 1e-9, 1e-9)
             ops.masked_cumsum(x, m, dim, exclusive=e, reverse=r)
+            ops.cumsum(x.float(), dim, exclusive=e, reverse=r)  # packed look-back status
             ops.cumprod(x.float(), dim, exclusive=e, reverse=r)
             ops.cumsum(x.to(torch.int8), dim, exclusive=e, reverse=r)
             ops.cumsum(x.to(torch.bfloat16), dim, exclusive=e, reverse=r)
