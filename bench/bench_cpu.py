@@ -1,11 +1,14 @@
 """CPU benchmark: every scanops op x shape class against clone() and torch eager, per thread count.
 
-share = (floor time scaled to the op's minimal bytes) / op time, where the op's minimal bytes are
-every input read once plus the outputs written once (cummax: the values and 8-byte int64
-indices), and the floor is the faster of clone() of the input and a copy of it into a fresh
-tensor whose pages are populated first (madvise MADV_POPULATE_WRITE: since ba6c296 scanops
-populates its output's pages ahead of its stores and beats clone(), whose pages fault one by
-one), each moving 2 x its bytes. The floor is
+share = floor time / op time. The floor moves the op's minimal bytes (every input read once,
+the outputs written once) the fastest way torch can: for one input and one output of its size,
+the faster of clone() and a copy into a fresh tensor whose pages are populated first (madvise
+MADV_POPULATE_WRITE: since ba6c296 scanops populates its output's pages ahead of its stores and
+beats clone(), whose pages fault one by one); for linear_recurrence (two inputs read, one
+output written) a + x into a fresh or a populated output (a copy of the same total bytes was no
+floor: reads are cheaper than writes, and linear_recurrence measured 125% of it); masked_cumsum
+(1-byte mask) and cummax (8-byte indices written too) the copy of x scaled to their bytes, an
+approximation that may overstate their shares (see floor_fns). The floor is
 measured interleaved with the op and eager runs (round-robin, `--reps` rounds (default 3) after
 a warm-up, best of each), so machine noise hits all three alike; the floor's spread
 ((max - min) / min over the rounds) is reported with it.
@@ -118,6 +121,13 @@ def populated_copy(x):
     """A fresh tensor like x, its pages populated by torch.get_num_threads() threads at once
     (madvise releases the GIL), then x copied into it (first-touch faults instead where
     madvise(MADV_POPULATE_WRITE) is not supported)."""
+    y = populated_empty(x)
+    y.copy_(x)
+    return y
+
+
+def populated_empty(x):
+    """A fresh tensor like x whose pages are populated (see populated_copy)."""
     y = torch.empty_like(x)
     nbytes = y.numel() * y.element_size()
     start = y.data_ptr() // PAGE * PAGE
@@ -131,11 +141,25 @@ def populated_copy(x):
         if nt not in _pool:
             _pool[nt] = concurrent.futures.ThreadPoolExecutor(nt)
         list(_pool[nt].map(lambda s: _libc.madvise(s[0], s[1], MADV_POPULATE_WRITE), spans))
-    y.copy_(x)
     return y
 
 
-def measure(x, sc, eager, reps, slow_ms=300.0):
+def floor_fns(name, t, x):
+    """The floor candidates of op `name`, and whether their times are to be scaled by the op's
+    bytes over 2 x x's bytes. linear_recurrence reads two tensors and writes one: a + x has
+    its traffic exactly (into a fresh output, and into one whose pages are populated); a copy
+    of the same total bytes is no floor for it (reads are cheaper than writes: it measured
+    125% of that on the Xeon). Every other op: a copy of x (clone() and a populated copy),
+    scaled for masked_cumsum (its 1-byte mask; eager's x * m or where() are compute bound,
+    2-3x slower than the copy, so no floor) and cummax (8-byte indices): approximations that
+    may overstate those shares by up to 9/8 and 2x."""
+    if name == "linear_recurrence":
+        a = t["a"]
+        return [lambda: torch.add(a, x), lambda: torch.add(a, x, out=populated_empty(x))], False
+    return [lambda: x.clone(), lambda: populated_copy(x)], True
+
+
+def measure(floors, sc, eager, reps, slow_ms=300.0):
     """Best of `reps` interleaved rounds after a warm-up call. A function slower than `slow_ms`
     (torch eager along an outer dim takes seconds) keeps its warm-up time as a sample and runs
     in the first round only, to bound the run time (~4 minutes on 16 cores)."""
@@ -143,16 +167,17 @@ def measure(x, sc, eager, reps, slow_ms=300.0):
     # touch) and a fresh output whose pages are populated first (MADV_POPULATE_WRITE, as
     # scanops does since ba6c296, which beat clone()) then copied into: the best a scan that
     # returns a new tensor can do.
-    fns = [lambda: x.clone(), lambda: populated_copy(x), sc] + ([eager] if eager else [])
+    fns = list(floors) + [sc] + ([eager] if eager else [])
     warm = [timed(f) for f in fns]
-    samples = [[w] if i > 1 and w >= slow_ms else [] for i, w in enumerate(warm)]
+    nf = len(floors)
+    samples = [[w] if i >= nf and w >= slow_ms else [] for i, w in enumerate(warm)]
     for r in range(reps):
         for i, f in enumerate(fns):
-            if i <= 1 or r < 1 or warm[i] < slow_ms:
+            if i < nf or r < 1 or warm[i] < slow_ms:
                 samples[i].append(timed(f))
-    floor = min(samples[:2], key=min)
+    floor = min(samples[:nf], key=min)
     spread = (max(floor) - min(floor)) / min(floor)
-    return min(floor), spread, min(samples[2]), (min(samples[3]) if eager else None)
+    return min(floor), spread, min(samples[nf]), (min(samples[nf + 1]) if eager else None)
 
 
 def device_name():
@@ -214,9 +239,13 @@ def main():
             nbytes = op_bytes(name, x)
             for th in threads_list:
                 torch.set_num_threads(th)
+                floors, scaled = floor_fns(name, t, x)
                 floor_ms, spread, sc_ms, eg_ms = measure(
-                    x, lambda: sc(t, dim), (lambda: eager(t, dim)) if eager else None, args.reps)
-                floor = floor_ms * nbytes / (2 * x.numel() * x.element_size())
+                    floors, lambda: sc(t, dim), (lambda: eager(t, dim)) if eager else None,
+                    args.reps)
+                if scaled:
+                    floor_ms *= nbytes / (2 * x.numel() * x.element_size())
+                floor = floor_ms
                 row = {
                     "workload": f"{name} {sname}", "op": name, "shape": list(shape), "dim": dim,
                     "threads": th, "bytes": nbytes, "floor_ms": round(floor_ms, 3),
