@@ -163,10 +163,9 @@ def measure(floors, sc, eager, reps, slow_ms=300.0):
     """Best of `reps` interleaved rounds after a warm-up call. A function slower than `slow_ms`
     (torch eager along an outer dim takes seconds) keeps its warm-up time as a sample and runs
     in the first round only, to bound the run time (~4 minutes on 16 cores)."""
-    # The floor: the faster of clone() (a fresh output, its pages faulted one by one on first
-    # touch) and a fresh output whose pages are populated first (MADV_POPULATE_WRITE, as
-    # scanops does since ba6c296, which beat clone()) then copied into: the best a scan that
-    # returns a new tensor can do.
+    # The floor: the fastest of the candidates `floors` (floor_fns: into a fresh output whose
+    # pages fault one by one on first touch, and into one whose pages are populated first, as
+    # scanops does since ba6c296).
     fns = list(floors) + [sc] + ([eager] if eager else [])
     warm = [timed(f) for f in fns]
     nf = len(floors)
@@ -245,14 +244,13 @@ def main():
                     args.reps)
                 if scaled:
                     floor_ms *= nbytes / (2 * x.numel() * x.element_size())
-                floor = floor_ms
                 row = {
                     "workload": f"{name} {sname}", "op": name, "shape": list(shape), "dim": dim,
                     "threads": th, "bytes": nbytes, "floor_ms": round(floor_ms, 3),
                     "floor_spread": round(spread, 3), "scanops_ms": round(sc_ms, 3),
                     "eager_ms": round(eg_ms, 3) if eg_ms is not None else None,
-                    "scanops_share": round(floor / sc_ms, 3),
-                    "eager_share": round(floor / eg_ms, 3) if eg_ms is not None else None,
+                    "scanops_share": round(floor_ms / sc_ms, 3),
+                    "eager_share": round(floor_ms / eg_ms, 3) if eg_ms is not None else None,
                 }
                 rows.append(row)
                 eg = f"{eg_ms:.1f}" if eg_ms is not None else "-"

@@ -684,9 +684,6 @@ static SCANOPS_AI void ext_group(__m256d x, double* out, int64_t* idx, int64_t p
   }
 }
 
-// Scan positions [s0, s1) of the row starting at element `row` (length n), from the running
-// state st (the identity: the lowest / highest value and index -1); returns the state after
-// the block. kWrite: write the values and indices (exclusive: the state before each element).
 // One element of a scalar cummax / cummin walk (the tails of the row and column walks): x at
 // position pos against the running (m, mi), the rule of ExtremumCombine::wins; writes the
 // state before (exclusive) or after (inclusive) the element to *out / *idx.
@@ -706,6 +703,9 @@ static inline void ext_scalar_step(T x, int64_t pos, T& m, int64_t& mi, T* out, 
   }
 }
 
+// Scan positions [s0, s1) of the row starting at element `row` (length n), from the running
+// state st (the identity: the lowest / highest value and index -1); returns the state after
+// the block. kWrite: write the values and indices (exclusive: the state before each element).
 template <class T, bool kMax, bool kRev, bool kExcl, bool kWrite, bool kNT>
 static IndexedState<T> ext_row_impl(const T* in, T* out, int64_t* idx, int64_t row, int64_t n, int64_t s0,
                                     int64_t s1, IndexedState<T> st) {

@@ -462,7 +462,7 @@ int lookback_chunk_tiles(int64_t tile) {
 
 // Scans `rows` lines of `length` contiguous elements (line r starts at element r * length).
 // Packed and rows modes need no scratch and no memset; look-back mode allocates its status
-// (a flag and two states per chunk) and zeroes the flags.
+// (a flag and two states per chunk, or one 64-bit word for 4-byte states) and zeroes it.
 template <class Combine, class Source, class Sink>
 void scan_rows(const LaunchContext& ctx, const Source& src, const Sink& dst, int64_t rows,
                int64_t length, ScanFlags flags) {
