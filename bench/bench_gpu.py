@@ -101,6 +101,9 @@ def workloads(quick):
         lambda x, m: torch.cumprod(x, 1), inputs="p", elems=5, bwd=True)
     add("linear_recurrence fwd+bwd", big, 1, lambda x, a: ops.linear_recurrence(a, x, 1), None,
         inputs="xa", elems=8, bwd=True)
+    # Along dim 0 (the column kernels' fused backward epilogue).
+    add("masked cumsum fwd+bwd dim 0", big, 0, lambda x, m: ops.masked_cumsum(x, m, 0),
+        lambda x, m: torch.cumsum(x * m, 0), inputs="xm", elems=4, mask_bytes=2, bwd=True)
     # logcumsumexp, cummax, cummin, complex64 cumsum (torch: the torch op of the same name).
     # cummax / cummin write values (x's dtype) and int64 indices: 4 + 4 + 8 bytes per float32
     # element. complex64 rows of half the length move the bytes of the float32 cumsum rows

@@ -111,6 +111,25 @@ struct FastDiv32 {
   }
 };
 
+// (CompanionIndex) base[at + t * step] for t < V: a vector load (step 1, aligned), one load
+// (step 0) or V strided loads.
+template <int V, class T>
+__device__ __forceinline__ void companion_run(const T* base, int64_t at, int64_t step,
+                                              T (&out)[V]) {
+  if (step == 1 && is_aligned<V>(base + at)) {
+    const auto v = *reinterpret_cast<const Vec<T, V>*>(base + at);
+#pragma unroll
+    for (int t = 0; t < V; ++t) out[t] = v.v[t];
+  } else if (step == 0) {
+    const T x = base[at];
+#pragma unroll
+    for (int t = 0; t < V; ++t) out[t] = x;
+  } else {
+#pragma unroll
+    for (int t = 0; t < V; ++t) out[t] = base[at + t * step];
+  }
+}
+
 // Offsets into a companion tensor (CompanionLayout): the element's own offset for a dense
 // companion; for one broadcast in place, the offset from the element's canonical coordinates
 // (o, l, i): two fast divisions for the first of a run of consecutive elements (gather), then
@@ -162,20 +181,8 @@ struct CompanionIndex {
     coords(e, o, l, i);
     int64_t at = o * layout.so + l * layout.sl + i * layout.si;
     const bool rows = inner == 1;  // consecutive elements step l, else i
-    const int64_t step = rows ? layout.sl : layout.si;
     if ((rows ? l + V <= length : i + V <= inner)) {
-      if (step == 1 && is_aligned<V>(base + at)) {
-        const auto v = *reinterpret_cast<const Vec<T, V>*>(base + at);
-#pragma unroll
-        for (int t = 0; t < V; ++t) out[t] = v.v[t];
-      } else if (step == 0) {
-        const T x = base[at];
-#pragma unroll
-        for (int t = 0; t < V; ++t) out[t] = x;
-      } else {
-#pragma unroll
-        for (int t = 0; t < V; ++t) out[t] = base[at + t * step];
-      }
+      companion_run<V>(base, at, rows ? layout.sl : layout.si, out);
       return;
     }
 #pragma unroll
@@ -313,33 +320,96 @@ struct InputSource {
              (mask == nullptr || is_aligned<kVec>(mask + i));
     }
   }
-  // Elements i .. i + kVec - 1 at positions pos[0 ..] (read by indexed combines only).
-  __device__ __forceinline__ void hold_vec(int64_t i, const int64_t (&pos)[kVec],
-                                           held_t (&out)[kVec]) const {
+  // Elements i .. i + kVec - 1 in two steps: fetch_vec issues the loads of the input and its
+  // companions, hold_fetched makes the held elements of them. With broadcast companions a
+  // tile fetches all its vectors before it holds the first, so that every load is in flight
+  // at once: a companion's gather branches (CompanionIndex::gather), and the compiler does
+  // not move the next vector's loads above the branches of the previous one, nor above a use
+  // of its loaded values. Measured on the H100 (bench_gpu.py, (32768, 32768) rows): masked_cumsum
+  // with a (1, N) / (M, 1) mask read in place 65% / 68% of copy with one vector fetched and
+  // held at a time (hold_vec before this split).
+  struct Fetched {
+    Vec<in_t, kVec> x, a;    // a: arity 2 only
+    Vec<bool, kVec> m;       // mask == nullptr: all true
+  };
+  __device__ __forceinline__ void fetch_vec(int64_t i, Fetched& f) const {
     using V = Vec<in_t, kVec>;
-    const V x = *reinterpret_cast<const V*>(in + i);
-    V a{};
+    f.x = *reinterpret_cast<const V*>(in + i);
     if constexpr (!kBroadcast) {  // (the dense loads exactly as before broadcasts existed)
-      if constexpr (Combine::arity == 2) a = *reinterpret_cast<const V*>(coeff + i);
+      if constexpr (Combine::arity == 2) f.a = *reinterpret_cast<const V*>(coeff + i);
     } else if constexpr (Combine::arity == 2) {
       if (!at.coeff_at.layout.strided) {
-        a = *reinterpret_cast<const V*>(coeff + i);
+        f.a = *reinterpret_cast<const V*>(coeff + i);
       } else {
-        at.coeff_at.gather(coeff, i, a.v);
+        at.coeff_at.gather(coeff, i, f.a.v);
       }
     }
-    Vec<bool, kVec> m{};
     if constexpr (!kBroadcast) {
-      if (mask != nullptr) m = *reinterpret_cast<const Vec<bool, kVec>*>(mask + i);
+      if (mask != nullptr) f.m = *reinterpret_cast<const Vec<bool, kVec>*>(mask + i);
     } else if (mask != nullptr) {
       if (!at.mask_at.layout.strided) {
-        m = *reinterpret_cast<const Vec<bool, kVec>*>(mask + i);
+        f.m = *reinterpret_cast<const Vec<bool, kVec>*>(mask + i);
       } else {
-        at.mask_at.gather(mask, i, m.v);
+        at.mask_at.gather(mask, i, f.m.v);
       }
     }
+  }
+  // A tile of elements [lo, lo + n) inside one line of contiguous elements (inner == 1: the
+  // row kernels' rows and look-back chunks): a broadcast companion's offset of element
+  // lo + m is cursor(lo) + m * sl, so the tile finds its companions' coordinates once
+  // (fetch_vec_in_line) instead of dividing them out of every vector's offset (gather).
+  struct Cursor {
+    int64_t coeff_at = 0, mask_at = 0;
+  };
+  __device__ __forceinline__ Cursor cursor(int64_t lo) const {
+    Cursor c;
+    if constexpr (kBroadcast) {
+      if constexpr (Combine::arity == 2) c.coeff_at = at.coeff_at(lo);
+      if (mask != nullptr) c.mask_at = at.mask_at(lo);
+    }
+    return c;
+  }
+  // fetch_vec of elements lo + m .. lo + m + kVec - 1 of such a tile (kBroadcast only).
+  __device__ __forceinline__ void fetch_vec_in_line(int64_t lo, int m, const Cursor& c,
+                                                    Fetched& f) const {
+    using V = Vec<in_t, kVec>;
+    const int64_t i = lo + m;
+    f.x = *reinterpret_cast<const V*>(in + i);
+    if constexpr (kBroadcast) {
+      if constexpr (Combine::arity == 2) {
+        if (!at.coeff_at.layout.strided) {
+          f.a = *reinterpret_cast<const V*>(coeff + i);
+        } else {
+          const int64_t sl = at.coeff_at.layout.sl;
+          companion_run<kVec>(coeff, c.coeff_at + m * sl, sl, f.a.v);
+        }
+      }
+      if (mask != nullptr) {
+        if (!at.mask_at.layout.strided) {
+          f.m = *reinterpret_cast<const Vec<bool, kVec>*>(mask + i);
+        } else {
+          const int64_t sl = at.mask_at.layout.sl;
+          companion_run<kVec>(mask, c.mask_at + m * sl, sl, f.m.v);
+        }
+      }
+    }
+  }
+  // Both steps at once (dense sources: the compiler already issues every vector's loads
+  // first).
+  __device__ __forceinline__ void hold_vec(int64_t i, const int64_t (&pos)[kVec],
+                                           held_t (&out)[kVec]) const {
+    Fetched f{};
+    fetch_vec(i, f);
+    hold_fetched(f, pos, out);
+  }
+  // The held elements of a fetched vector at positions pos[0 ..] (read by indexed combines
+  // only).
+  __device__ __forceinline__ void hold_fetched(const Fetched& f, const int64_t (&pos)[kVec],
+                                               held_t (&out)[kVec]) const {
 #pragma unroll
-    for (int t = 0; t < kVec; ++t) out[t] = hold(x.v[t], a.v[t], mask == nullptr || m.v[t], pos[t]);
+    for (int t = 0; t < kVec; ++t) {
+      out[t] = hold(f.x.v[t], f.a.v[t], mask == nullptr || f.m.v[t], pos[t]);
+    }
   }
 };
 

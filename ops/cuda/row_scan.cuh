@@ -222,6 +222,23 @@ struct RowTile {
       if (n == kTile && src.vec_ok(lo)) {  // uniform over the block
         // The warp's positions occupy memory [lo + r0, lo + r0 + kWarpItems).
         const int r0 = reverse ? kTile - wq - kWarpItems : wq;
+        // With broadcast companions every vector is fetched before any is held
+        // (InputSource::fetch_vec).
+        typename Source::Fetched f[Source::kCompanions ? kItems / V : 1];
+        if constexpr (Source::kCompanions) {
+          if (seg == 0) {  // the tile lies inside one row
+            const auto c = src.cursor(lo);
+#pragma unroll
+            for (int j = 0; j < kItems / V; ++j) {
+              src.fetch_vec_in_line(lo, r0 + (j * kWarpSize + lane) * V, c, f[j]);
+            }
+          } else {
+#pragma unroll
+            for (int j = 0; j < kItems / V; ++j) {
+              src.fetch_vec(lo + r0 + (j * kWarpSize + lane) * V, f[j]);
+            }
+          }
+        }
         held_t v[kItems / V][V];
 #pragma unroll
         for (int j = 0; j < kItems / V; ++j) {
@@ -234,7 +251,11 @@ struct RowTile {
               pos[t] = (seg > 0 && pos[t - 1] + 1 == seg) ? 0 : pos[t - 1] + 1;
             }
           }
-          src.hold_vec(lo + m, pos, v[j]);
+          if constexpr (Source::kCompanions) {
+            src.hold_fetched(f[j], pos, v[j]);
+          } else {
+            src.hold_vec(lo + m, pos, v[j]);
+          }
         }
 #pragma unroll
         for (int j = 0; j < kItems / V; ++j) {
@@ -332,8 +353,7 @@ __global__ void __launch_bounds__(kRowThreads, kRowMinBlocks<Source, Sink, kItem
   // 2^30 76% -> 78%, (64, 2^22) 75% -> 75-76%; at 4 blocks per SM (float16 / bfloat16) the
   // registers it keeps spilled: rows 95% -> 90%, 1-D 69-71% -> 64-66%.
   constexpr bool kOverlap =
-      lookback_packs<state_t> &&
-      kRowMinBlocks<Source, Sink, kItems> == 2;
+      lookback_packs<state_t> && kRowMinBlocks<Source, Sink, kItems> == 2;
   __shared__ typename Tile::Storage storage;
   __shared__ typename LookBack<Combine>::Storage lookback_storage;
   __shared__ int64_t next_item;
@@ -423,7 +443,10 @@ __global__ void __launch_bounds__(kRowThreads, kRowMinBlocks<Source, Sink, kItem
       carry = Tile::scan(
           storage, src, dst, lo, n, 0, pos0,
           [&](const state_t&) {
-            return carry_pending ? lb.finish(lookback_storage, pending, agg) : carry;
+            if constexpr (kOverlap) {
+              if (carry_pending) return lb.finish(lookback_storage, pending, agg);
+            }
+            return carry;
           },
           g.reverse, g.exclusive);
       carry_pending = false;
