@@ -70,6 +70,29 @@ def test_broadcast_views(device, seed):
             assert torch.equal(got, want), dim
 
 
+@device_p
+@pytest.mark.parametrize("shape", [(3, 20000), (2, 150000)])  # block-per-row rows, look-back rows
+def test_broadcast_views_long_rows(device, shape, seed):
+    """Long rows read a row companion at an offset of the tile's first element plus a step per
+    element (the CUDA row tiles' cursor): a stride-2 row, a row starting at an odd offset
+    (misaligned for vector loads), a column, with every flag."""
+    gen = make_gen(seed, device)
+    rows, n = shape
+    x = torch.randint(-4, 5, shape, generator=gen, device=device).float()
+    base = torch.rand(3, 2 * n + 2, generator=gen, device=device) > 0.5
+    coeffs = torch.randint(-1, 2, (3, 2 * n + 2), generator=gen, device=device).float()
+    views = lambda t: (t[0, ::2][:n], t[1:2, 1:n + 1], t[:rows, :1])  # noqa: E731
+    for m, a in zip(views(base), views(coeffs)):
+        for e, r in itertools.product((False, True), repeat=2):
+            got = ops.masked_cumsum(x, m, 1, exclusive=e, reverse=r)
+            want = ops.masked_cumsum(x, m.expand(shape).contiguous(), 1, exclusive=e, reverse=r)
+            assert torch.equal(got, want), (m.stride(), e, r)
+            got = ops.linear_recurrence(a, x, 1, exclusive=e, reverse=r)
+            want = ops.linear_recurrence(a.expand(shape).contiguous(), x, 1, exclusive=e,
+                                         reverse=r)
+            assert torch.equal(got, want), (a.stride(), e, r)
+
+
 @pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA device")
 @pytest.mark.parametrize("cshape,dim", [((1, 4096), 1), ((4096, 1), 1), ((1, 4096), 0)])
 def test_broadcast_read_in_place(cshape, dim):
