@@ -202,7 +202,8 @@ shapes = [((1,), 0), ((7,), 0), ((2048,), 0), ((2049,), 0), ((100003,), 0), (((1
           ((1 << 12, 64), 1), ((1000, 3), 0), ((5, 7, 3), 1), ((4096, 33), 0), ((3, 40000, 2), 1),
           ((1, 1 << 20, 2), 1), ((2, 5, 1, 3), 1), ((70000, 2), 0), ((3, 1), 0), ((1 << 15, 1), 1),
           ((1000, 40), 0), ((3, 600, 100), 1), ((5000, 64), 0), ((300, 33), 0), ((20000, 3), 1),
-          ((600, 2080), 0), ((4, 70, 1000), 1), ((3, 30000), 0)]  # column warp tiles; cummax: whole columns
+          ((600, 2080), 0), ((4, 70, 1000), 1), ((3, 30000), 0),  # column warp tiles; cummax: whole columns
+          ((2, 1000, 516), 1), ((333, 1024), 0), ((300, 520), 0)]  # column vector tiles (partial bands, row tiles)
 dtypes = [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int8, torch.int16,
           torch.int32, torch.int64, torch.uint8, torch.bool]
 flags = [(False, False), (True, False), (False, True), (True, True)]
@@ -477,9 +478,9 @@ print("graph capture:", "ok" if "graph" not in bad else "MISMATCH", flush=True)
 paths = [((4096, 1000), 1, "packed rows"), ((20000, 9000), 1, "block per row"),
          ((128, 4000), 1, "block per row, few rows"), ((4, 3 << 20), 1, "look-back rows"),
          (((1 << 26) + 3,), 0, "look-back 1-D"), ((1 << 20, 64), 0, "three-pass (inner 64)"),
-         ((4, 20000, 4096), 1, "column warp tiles, middle dim"), ((1 << 22, 4), 0, "three-pass columns"),
-         ((1 << 16, 1024), 0, "column tile (32 bands)"), ((8192, 4096), 0, "column warp tiles"),
-         ((64, 4096, 2048), 1, "column warp tiles; cummax: thread per column"),
+         ((4, 20000, 4096), 1, "column vector tiles, middle dim"), ((1 << 22, 4), 0, "three-pass columns"),
+         ((1 << 16, 1024), 0, "column vector tiles (8 bands); bfloat16: column tile"), ((8192, 4096), 0, "column vector tiles; bfloat16: warp tiles"),
+         ((64, 4096, 2048), 1, "column vector tiles; cummax: thread per column"), ((20000, 1000), 0, "column warp tiles (inner % 4 != 0)"),
          ((16, 64, 32768), 1, "thread per column")]
 for shape, dim, what in paths:
     for dt in (torch.float32, torch.bfloat16, torch.float64):

@@ -1,7 +1,13 @@
 // scanops CUDA back end, layers 3-4 for scans along an outer dim (inner > 1).
 //
 // The lines are the (outer, inner) columns: element (o, l, i) at (o * length + l) * inner + i.
-// Four kernel families, chosen by shape in scan_columns:
+// Five kernel families, chosen by shape in scan_columns:
+//   column_vec_kernel    single pass for fewer columns (>= 4 bands of 32 vectors): a block's
+//                        tile is 128 rows (float32) x 32 vectors of columns, a lane a vector of
+//                        columns, the block's warps stacked down the tile; tiles chained by a
+//                        per-column deterministic look-back. Inputs of >= 4 bytes, `inner` a
+//                        multiple of the vector width and aligned tensors; the next two
+//                        kernels take the rest.
 //   column_scan_kernel   a thread walks one column along the scan dim carrying its state;
 //                        consecutive threads take consecutive columns (coalesced), two batches
 //                        of kColUnroll loads in flight. One launch, for problems with enough
@@ -400,6 +406,257 @@ __global__ void __launch_bounds__(kWarpTileThreads, 3)
   }
 }
 
+// ---------------------------------------------------------------------------------------
+// column_vec_kernel: a work item is a block's tile of kVecTileWarps * R scan positions x
+// 32 * V columns, V = the source's vector width (16 bytes: 4 float32 columns per lane).
+// Warp w takes the tile's w-th band of R rows, a lane V adjacent columns (one vector load
+// and one vector store per row); the warps' column totals are combined down the tile in
+// shared memory, warp 0 chains the tile to the one above by a per-column deterministic
+// look-back (a window of kVecWindow tiles, as column_warp_kernel), and every warp scans its
+// rows from its carry.
+//
+// Measured on the H100 (bench/column_bench.cu, float32 cumsum, share of copy): a copy that
+// touches memory in any of these column tile patterns (1, 2 or 4 columns per lane; 8 to 32
+// rows; 128 bytes to 4 KB of a row per block) runs at 97-100% of a plain copy, so the
+// column scans' losses are the carries, not the access pattern. The carry's cost falls with
+// the tile's height: (32768, 32768) along dim 0, 32-row tiles (column_warp_kernel, a lane per
+// column) 73-76%; a lane per 4 columns with 64- or 128-row tiles 90-91%; 128 rows of 2 or 1
+// columns per lane 83% / 63%; 256-row tiles (32 rows per lane: 1 block per SM) 78-79%.
+// (1048576, 512) along dim 0 (4 bands of 128 columns): 128-row tiles 74%, 256-row 78%
+// (the three passes: 58%).
+constexpr int kVecTileWarps = 8;
+constexpr int kVecTileThreads = kVecTileWarps * kWarpSize;
+constexpr int kVecWindow = 32;
+constexpr int64_t kMinVecBands = 4;  // bands of 32 * V columns
+
+// Rows per lane: 256 bytes of held elements (16 rows of 4 float32 columns, 8 rows of 4
+// linear_recurrence pairs); 128 bytes where held elements or states are 16 bytes (ptxas
+// spilled 240 bytes of complex64 cumprod, complex128 states, with 256).
+template <class Source>
+constexpr int vec_tile_rows() {
+  constexpr int held = static_cast<int>(sizeof(typename Source::held_t));
+  constexpr int state = static_cast<int>(sizeof(typename Source::state_t));
+  constexpr int r = (held >= 16 || state >= 16 ? 128 : 256) / (Source::kVec * held);
+  return r < 4 ? 4 : (r > 16 ? 16 : r);
+}
+
+// Whether column_vec_kernel is compiled for these types: sources and sinks with the same
+// vector width, inputs of 4 bytes or more, no broadcast companions, no selections. The others
+// keep the kernels below: ptxas spilled 50-1100 bytes in this kernel for inputs of 1 or 2
+// bytes (8 columns per lane, held as their 4- or 8-byte states) and for broadcast companions
+// (every vector fetched before it is held); selections' states are 16 bytes.
+template <class Combine, class Source, class Sink>
+constexpr bool vec_columns_compiled() {
+  return Source::kVec > 1 && Source::kVec == Sink::kVec && Source::kInBytes >= 4 &&
+         !Source::kCompanions && !Combine::selects && !Combine::indexed;
+}
+
+// Whether column_vec_kernel may run: compiled, and every dense tensor aligned to its vector
+// with `inner` a multiple of it (then every vector a lane touches is aligned).
+template <class Combine, class Source, class Sink>
+bool vec_columns_ok(const Source& src, const Sink& dst, int64_t inner) {
+  if constexpr (vec_columns_compiled<Combine, Source, Sink>()) {
+    constexpr int V = Source::kVec;
+    auto aligned = [](const void* p, int64_t bytes) {
+      return p == nullptr || reinterpret_cast<uintptr_t>(p) % bytes == 0;
+    };
+    using in_t = std::remove_cv_t<std::remove_pointer_t<decltype(src.in)>>;
+    using out_t = std::remove_cv_t<std::remove_pointer_t<decltype(dst.out)>>;
+    constexpr int64_t in_vec = V * static_cast<int64_t>(sizeof(in_t));
+    constexpr int64_t out_vec = V * static_cast<int64_t>(sizeof(out_t));
+    return inner % V == 0 && aligned(src.in, in_vec) &&
+           (Combine::arity == 1 || aligned(src.coeff, in_vec)) && aligned(src.mask, V) &&
+           aligned(dst.out, out_vec) &&
+           aligned(dst.add, out_vec) && aligned(dst.mul, out_vec) && aligned(dst.mul_mask, V);
+  } else {
+    return false;
+  }
+}
+
+template <class Combine, class Source, class Sink>
+__global__ void __launch_bounds__(kVecTileThreads, 2)
+    column_vec_kernel(Source src, Sink dst, ColTileGeometry g,
+                      ChunkStatus<typename Combine::state_t> status) {
+  using state_t = typename Combine::state_t;
+  using held_t = typename Source::held_t;
+  using lowered_t = typename Sink::lowered_t;
+  constexpr int V = Source::kVec;
+  constexpr int R = vec_tile_rows<Source>();
+  constexpr int kTileRows = kVecTileWarps * R;
+  __shared__ RawArray<state_t, kVecTileWarps * kWarpSize * V> part;  // [warp][lane][v]
+  __shared__ int64_t next_item;
+  const int lane = threadIdx.x % kWarpSize;
+  const int warp = threadIdx.x / kWarpSize;
+  const int64_t bands = g.outer * g.col_tiles;  // col_tiles: ceil(inner / (32 * V))
+  const int64_t items = bands * g.row_tiles;
+
+  for (;;) {
+    if (threadIdx.x == 0) next_item = static_cast<int64_t>(atomicAdd(status.counter, 1ull));
+    __syncthreads();
+    const int64_t item = next_item;
+    __syncthreads();  // (every thread has read it, and the last item's `part`, before writes)
+    if (item >= items) break;
+    const int64_t rt = item / bands;
+    const int64_t band = item - rt * bands;
+    const int64_t o = band / g.col_tiles;
+    const int64_t col = ((band - o * g.col_tiles) * kWarpSize + lane) * V;
+    const bool active = col < g.inner;  // (inner is a multiple of V)
+    const int64_t s0 = rt * kTileRows + int64_t{warp} * R;
+    const int m = static_cast<int>(std::max<int64_t>(0, std::min<int64_t>(R, g.length - s0)));
+    const int64_t step = g.reverse ? -g.inner : g.inner;
+    const int64_t idx0 = (o * g.length + (g.reverse ? g.length - 1 - s0 : s0)) * g.inner + col;
+
+    // The lane's R x V elements (the compiler issues every vector's loads first).
+    held_t x[R][V];
+#pragma unroll
+    for (int k = 0; k < R; ++k) {
+      if (active && k < m) {
+        const int64_t p = g.reverse ? g.length - 1 - (s0 + k) : s0 + k;
+        int64_t pos[V];  // (read by indexed combines only)
+#pragma unroll
+        for (int v = 0; v < V; ++v) pos[v] = p;
+        src.hold_vec(idx0 + k * step, pos, x[k]);
+      }
+    }
+#pragma unroll
+    for (int k = 0; k < R; ++k) {
+      if (!(active && k < m)) {
+#pragma unroll
+        for (int v = 0; v < V; ++v) x[k][v] = Source::held_identity();
+      }
+    }
+#pragma unroll
+    for (int v = 0; v < V; ++v) {
+      state_t total = src.lift_held(x[0][v]);
+#pragma unroll
+      for (int k = 1; k < R; ++k) total = Combine::combine(total, src.lift_held(x[k][v]));
+      part[(warp * kWarpSize + lane) * V + v] = total;
+    }
+    __syncthreads();
+
+    if (warp == 0) {
+      // Per column: the warps' exclusive prefixes within the tile, and the tile's aggregate.
+      state_t agg[V];
+#pragma unroll
+      for (int v = 0; v < V; ++v) {
+        agg[v] = Combine::identity();
+#pragma unroll
+        for (int w = 0; w < kVecTileWarps; ++w) {
+          const int j = (w * kWarpSize + lane) * V + v;
+          const state_t a = part[j];
+          part[j] = agg[v];
+          agg[v] = Combine::combine(agg[v], a);
+        }
+      }
+      // Status of item `it`: a flag, and V states per lane.
+      auto publish = [&](state_t* base, const state_t (&s)[V], unsigned flag) {
+#pragma unroll
+        for (int v = 0; v < V; ++v) detail::store_cg(base + (item * kWarpSize + lane) * V + v, s[v]);
+        __threadfence();
+        __syncwarp();
+        if (lane == 0) detail::store_release(status.flags + item, flag);
+      };
+      state_t carry[V];
+#pragma unroll
+      for (int v = 0; v < V; ++v) carry[v] = Combine::identity();
+      if (rt > 0) {
+        publish(status.aggregate, agg, kAggregate);
+        // Lane d watches item rt - 1 - d of the band (d < n: the row tiles above exist);
+        // wait until one is inclusive and every nearer one has its aggregate.
+        const int n = static_cast<int>(std::min<int64_t>(kVecWindow, rt));
+        const unsigned* watched = status.flags + (rt - 1 - lane) * bands + band;
+        unsigned flag = kEmpty;
+        int stop = 0;
+        for (;;) {
+          if (lane < n && flag != kInclusive) flag = detail::load_acquire(watched);
+          const unsigned inc = __ballot_sync(kFullMask, lane < n && flag == kInclusive);
+          const unsigned ready = __ballot_sync(kFullMask, lane < n && flag != kEmpty);
+          if (inc != 0) {
+            stop = __ffs(static_cast<int>(inc)) - 1;
+            const unsigned upto = stop == 31 ? kFullMask : (2u << stop) - 1u;
+            if ((ready & upto) == upto) break;
+          }
+        }
+        __syncwarp();  // (release -> acquire by lane d -> __syncwarp: every lane sees item d)
+        // The sequential left fold from the inclusive prefix at `stop` (fold_left's order),
+        // the V columns' loads of one tile together.
+        auto states = [&](int d, const state_t* base, state_t (&h)[V]) {
+          const int64_t j = (rt - 1 - d) * bands + band;
+#pragma unroll
+          for (int v = 0; v < V; ++v) h[v] = detail::load_cg(base + (j * kWarpSize + lane) * V + v);
+        };
+        // Loads kBatch tiles ahead of their combines (one L2 round trip per batch, not per
+        // tile: the fold is on the band's critical path).
+        constexpr int kBatch = 4;
+        states(stop, status.inclusive, carry);
+        int d = stop - 1;
+#pragma unroll 1
+        for (; d >= kBatch - 1; d -= kBatch) {
+          state_t h[kBatch][V];
+#pragma unroll
+          for (int u = 0; u < kBatch; ++u) states(d - u, status.aggregate, h[u]);
+#pragma unroll
+          for (int u = 0; u < kBatch; ++u) {
+#pragma unroll
+            for (int v = 0; v < V; ++v) carry[v] = Combine::combine(carry[v], h[u][v]);
+          }
+        }
+#pragma unroll 1
+        for (; d >= 0; --d) {
+          state_t h[V];
+          states(d, status.aggregate, h);
+#pragma unroll
+          for (int v = 0; v < V; ++v) carry[v] = Combine::combine(carry[v], h[v]);
+        }
+      }
+      if (rt + 1 < g.row_tiles) {  // the last row tile has no successor
+        state_t inc[V];
+#pragma unroll
+        for (int v = 0; v < V; ++v) inc[v] = Combine::combine(carry[v], agg[v]);
+        publish(status.inclusive, inc, kInclusive);
+      }
+#pragma unroll
+      for (int v = 0; v < V; ++v) {
+#pragma unroll
+        for (int w = 0; w < kVecTileWarps; ++w) {
+          const int j = (w * kWarpSize + lane) * V + v;
+          part[j] = Combine::combine(carry[v], part[j]);
+        }
+      }
+    }
+    __syncthreads();
+
+    if (active) {
+      state_t carry[V];
+#pragma unroll
+      for (int v = 0; v < V; ++v) carry[v] = part[(warp * kWarpSize + lane) * V + v];
+      auto scan_store = [&](auto epilogue) {
+#pragma unroll
+        for (int k = 0; k < R; ++k) {
+          if (k < m) {
+            lowered_t y[V];
+#pragma unroll
+            for (int v = 0; v < V; ++v) {
+              const state_t before = carry[v];
+              carry[v] = Combine::combine(carry[v], src.lift_held(x[k][v]));
+              y[v] = Sink::lower(g.exclusive ? before : carry[v]);
+            }
+            dst.template put_vec<decltype(epilogue)::value>(idx0 + k * step, y);
+          }
+        }
+      };
+      // The epilogue's test once per tile, not in every vector's store. Measured on the H100
+      // (bench/column_bench.cu, (32768, 32768) float32 cumsum along dim 0): 84% of copy with
+      // OutputSink::put_vec testing it per store, 90% this way (a plain float4 sink: 90.6%).
+      if (dst.has_epilogue()) {
+        scan_store(std::true_type{});
+      } else {
+        scan_store(std::false_type{});
+      }
+    }
+  }
+}
+
 // Scans the columns of an outer x length x inner problem along length.
 template <class Combine, class Source, class Sink>
 void scan_columns(const LaunchContext& ctx, const Source& src, const Sink& dst, int64_t outer,
@@ -414,6 +671,21 @@ void scan_columns(const LaunchContext& ctx, const Source& src, const Sink& dst, 
   // 25% of copy speed; the three passes reached 51% on (2^24, 8) along dim 0).
   const int64_t bands = outer * ceil_div(inner, kWarpSize);
   constexpr int64_t kWarpRows = col_band_rows<Source, Sink>();
+  if constexpr (vec_columns_compiled<Combine, Source, Sink>()) {
+    constexpr int64_t kVecRows = kVecTileWarps * vec_tile_rows<Source>();
+    const int64_t col_tiles = ceil_div(inner, int64_t{kWarpSize} * Source::kVec);
+    if (tiles && length > kVecRows && outer * col_tiles >= kMinVecBands &&
+        vec_columns_ok<Combine>(src, dst, inner)) {
+      const ColTileGeometry g{outer, length, inner, col_tiles, ceil_div(length, kVecRows),
+                             flags.exclusive, flags.reverse};
+      const int64_t items = outer * col_tiles * g.row_tiles;
+      const auto status = make_chunk_status<state_t>(ctx, items, kWarpSize * Source::kVec);
+      column_vec_kernel<Combine, Source, Sink>
+          <<<grid_size(ctx, items, 2), kVecTileThreads, 0, ctx.stream>>>(src, dst, g, status);
+      C10_CUDA_KERNEL_LAUNCH_CHECK();
+      return;
+    }
+  }
   if (tiles && inner >= kWarpSize && length > kWarpRows && bands >= kMinWarpBands) {
     const ColTileGeometry g{outer, length, inner, ceil_div(inner, kWarpTileThreads),
                            ceil_div(length, kWarpRows), flags.exclusive, flags.reverse};

@@ -472,6 +472,9 @@ struct OutputSink {
     }
     return is_aligned<kVec>(out + i);
   }
+  // kEpilogue = false: the caller knows has_epilogue() is false (a kernel that tests it once
+  // per tile rather than once per vector: column_vec_kernel).
+  template <bool kEpilogue = true>
   __device__ __forceinline__ void put_vec(int64_t i, const lowered_t (&s)[kVec]) const {
     Vec<out_t, kVec> y;
 #pragma unroll
@@ -482,7 +485,7 @@ struct OutputSink {
         y.v[t] = s[t];
       }
     }
-    if constexpr (!Combine::indexed && !std::is_same_v<out_t, bool>) {
+    if constexpr (kEpilogue && !Combine::indexed && !std::is_same_v<out_t, bool>) {
       if (has_epilogue()) {  // vector loads of the epilogue's operands
         Vec<out_t, kVec> a{}, m{};
         Vec<bool, kVec> k{};

@@ -9,6 +9,8 @@
 //                                look-back (each chunk is reduced, then rescanned)
 //   inner > 1                  columns -> scan_columns (column_scan.cuh):
 //     >= 2048 columns per SM     a thread per column walks it, one launch
+//     fewer, >= 4 bands of vectors  vector column tiles chained by look-back, one launch
+//     fewer, >= 64 / 16 bands      column warp tiles / column tiles, one launch
 //     fewer, long length         columns split into chunks: chunk totals, their exclusive
 //                                scan (scan_rows), rescan from the carries: three launches
 //
