@@ -441,14 +441,16 @@ constexpr int vec_tile_rows() {
 }
 
 // Whether column_vec_kernel is compiled for these types: sources and sinks with the same
-// vector width, inputs of 4 bytes or more, no broadcast companions, no selections. The others
+// vector width, inputs of 4 bytes or more, no broadcast companions, cheap combines. The others
 // keep the kernels below: ptxas spilled 50-1100 bytes in this kernel for inputs of 1 or 2
 // bytes (8 columns per lane, held as their 4- or 8-byte states) and for broadcast companions
-// (every vector fetched before it is held); selections' states are 16 bytes.
+// (every vector fetched before it is held); selections' states are 16 bytes; logcumsumexp
+// along dim 0 of (32768, 32768) fell from 41% to 16% of copy here (the block waits on warp
+// 0's costly prefix and fold: the warp tiles do not wait for each other).
 template <class Combine, class Source, class Sink>
 constexpr bool vec_columns_compiled() {
   return Source::kVec > 1 && Source::kVec == Sink::kVec && Source::kInBytes >= 4 &&
-         !Source::kCompanions && !Combine::selects && !Combine::indexed;
+         !Source::kCompanions && !Combine::selects && !Combine::indexed && !Combine::costly;
 }
 
 // Whether column_vec_kernel may run: compiled, and every dense tensor aligned to its vector
