@@ -311,6 +311,33 @@ __global__ void __launch_bounds__(kColTileThreads, 2)
   }
 }
 
+namespace detail {
+
+// A warp's wait in the windowed column look-back (column_warp_kernel, column_vec_kernel):
+// lane d < n watches *watched, the flag of the d-th tile above (n <= 32). Returns `stop`, the
+// nearest tile above that is inclusive, once every nearer one has published at least its
+// aggregate. Lane d acquired tile d's flag; the closing __syncwarp orders that before every
+// lane's reads of tile d's states (release -> acquire -> __syncwarp: causality order).
+__device__ __forceinline__ int wait_window(const unsigned* watched, int n) {
+  const int lane = threadIdx.x % kWarpSize;
+  unsigned flag = kEmpty;
+  int stop = 0;
+  for (;;) {
+    if (lane < n && flag != kInclusive) flag = load_acquire(watched);
+    const unsigned inc = __ballot_sync(kFullMask, lane < n && flag == kInclusive);
+    const unsigned ready = __ballot_sync(kFullMask, lane < n && flag != kEmpty);
+    if (inc != 0) {
+      stop = __ffs(static_cast<int>(inc)) - 1;  // nearest inclusive tile above
+      const unsigned upto = stop == 31 ? kFullMask : (2u << stop) - 1u;
+      if ((ready & upto) == upto) break;  // and every nearer one has its aggregate
+    }
+  }
+  __syncwarp();
+  return stop;
+}
+
+}  // namespace detail
+
 // ---------------------------------------------------------------------------------------
 // column_warp_kernel: a work item is a block's tile of R scan positions x kWarpTileWarps * 32
 // columns (R = col_band_rows: 128 bytes of held elements per lane in registers); warp w takes the
@@ -374,23 +401,8 @@ __global__ void __launch_bounds__(kWarpTileThreads, 3)
       detail::warp_publish(status.flags + slot(item),
                            status.aggregate + slot(item) * kWarpSize + lane, agg, kAggregate);
       // Lane d watches item rt - 1 - d of the band (d < n: the row tiles above exist).
-      const int n = static_cast<int>(std::min<int64_t>(kWarpWindow, rt));
-      const unsigned* watched = status.flags + slot((rt - 1 - lane) * bands + band);
-      unsigned flag = kEmpty;
-      int stop = 0;
-      for (;;) {
-        if (lane < n && flag != kInclusive) flag = detail::load_acquire(watched);
-        const unsigned inc = __ballot_sync(kFullMask, lane < n && flag == kInclusive);
-        const unsigned ready = __ballot_sync(kFullMask, lane < n && flag != kEmpty);
-        if (inc != 0) {
-          stop = __ffs(static_cast<int>(inc)) - 1;  // nearest inclusive item above
-          const unsigned upto = stop == 31 ? kFullMask : (2u << stop) - 1u;
-          if ((ready & upto) == upto) break;  // and every nearer one has its aggregate
-        }
-      }
-      // Lane d acquired item d's flag; the barrier orders that before every lane's reads of
-      // item d's state (release -> acquire -> __syncwarp: causality order).
-      __syncwarp();
+      const int stop = detail::wait_window(status.flags + slot((rt - 1 - lane) * bands + band),
+                                           static_cast<int>(std::min<int64_t>(kWarpWindow, rt)));
       carry = fold_left<Combine>(stop + 1, [&](int d) {
         const int64_t j = slot((rt - 1 - d) * bands + band);
         return detail::load_cg((d == stop ? status.inclusive : status.aggregate) + j * kWarpSize +
@@ -424,6 +436,24 @@ __global__ void __launch_bounds__(kWarpTileThreads, 3)
 // columns per lane 83% / 63%; 256-row tiles (32 rows per lane: 1 block per SM) 78-79%.
 // (1048576, 512) along dim 0 (4 bands of 128 columns): 128-row tiles 74%, 256-row 78%
 // (the three passes: 58%).
+// V states combined element by element: a lane's vector of columns as one look-back state.
+template <class Combine, int V>
+struct LanesCombine {
+  using state_t = Vec<typename Combine::state_t, V>;
+  static __device__ __forceinline__ state_t identity() {
+    state_t s;
+#pragma unroll
+    for (int v = 0; v < V; ++v) s.v[v] = Combine::identity();
+    return s;
+  }
+  static __device__ __forceinline__ state_t combine(const state_t& a, const state_t& b) {
+    state_t s;
+#pragma unroll
+    for (int v = 0; v < V; ++v) s.v[v] = Combine::combine(a.v[v], b.v[v]);
+    return s;
+  }
+};
+
 constexpr int kVecTileWarps = 8;
 constexpr int kVecTileThreads = kVecTileWarps * kWarpSize;
 constexpr int kVecWindow = 32;
@@ -441,20 +471,24 @@ constexpr int vec_tile_rows() {
 }
 
 // Whether column_vec_kernel is compiled for these types: sources and sinks with the same
-// vector width, inputs of 4 bytes or more, no broadcast companions, cheap combines. The others
-// keep the kernels below: ptxas spilled 50-1100 bytes in this kernel for inputs of 1 or 2
-// bytes (8 columns per lane, held as their 4- or 8-byte states) and for broadcast companions
-// (every vector fetched before it is held); selections' states are 16 bytes; logcumsumexp
-// along dim 0 of (32768, 32768) fell from 41% to 16% of copy here (the block waits on warp
-// 0's costly prefix and fold: the warp tiles do not wait for each other).
+// vector width, inputs of 4 bytes or more, cheap combines. The others keep the kernels below:
+// ptxas spilled 50-1100 bytes in this kernel for inputs of 1 or 2 bytes (8 columns per lane,
+// held as their 4- or 8-byte states); selections' states are 16 bytes; logcumsumexp along
+// dim 0 of (32768, 32768) fell from 41% to 16% of copy here (the block waits on warp 0's
+// costly prefix and fold: the warp tiles do not wait for each other). A problem with a
+// broadcast companion takes the kernel its dense twin takes (the same association: the
+// same bits), gathering the companion vector by vector (hold_vec; fetching every vector
+// before holding any spilled 150-1100 bytes; this way ptxas spills none but int32 masked
+// sums, 192 bytes).
 template <class Combine, class Source, class Sink>
 constexpr bool vec_columns_compiled() {
   return Source::kVec > 1 && Source::kVec == Sink::kVec && Source::kInBytes >= 4 &&
-         !Source::kCompanions && !Combine::selects && !Combine::indexed && !Combine::costly;
+         !Combine::selects && !Combine::indexed && !Combine::costly;
 }
 
 // Whether column_vec_kernel may run: compiled, and every dense tensor aligned to its vector
-// with `inner` a multiple of it (then every vector a lane touches is aligned).
+// with `inner` a multiple of it (then every vector a lane touches is aligned; a broadcast
+// companion's gather tests its own alignment).
 template <class Combine, class Source, class Sink>
 bool vec_columns_ok(const Source& src, const Sink& dst, int64_t inner) {
   if constexpr (vec_columns_compiled<Combine, Source, Sink>()) {
@@ -466,9 +500,14 @@ bool vec_columns_ok(const Source& src, const Sink& dst, int64_t inner) {
     using out_t = std::remove_cv_t<std::remove_pointer_t<decltype(dst.out)>>;
     constexpr int64_t in_vec = V * static_cast<int64_t>(sizeof(in_t));
     constexpr int64_t out_vec = V * static_cast<int64_t>(sizeof(out_t));
+    bool coeff_dense = true, mask_dense = true;
+    if constexpr (Source::kCompanions) {
+      coeff_dense = !src.at.coeff_at.layout.strided;
+      mask_dense = !src.at.mask_at.layout.strided;
+    }
     return inner % V == 0 && aligned(src.in, in_vec) &&
-           (Combine::arity == 1 || aligned(src.coeff, in_vec)) && aligned(src.mask, V) &&
-           aligned(dst.out, out_vec) &&
+           (Combine::arity == 1 || !coeff_dense || aligned(src.coeff, in_vec)) &&
+           (!mask_dense || aligned(src.mask, V)) && aligned(dst.out, out_vec) &&
            aligned(dst.add, out_vec) && aligned(dst.mul, out_vec) && aligned(dst.mul_mask, V);
   } else {
     return false;
@@ -478,7 +517,7 @@ bool vec_columns_ok(const Source& src, const Sink& dst, int64_t inner) {
 template <class Combine, class Source, class Sink>
 __global__ void __launch_bounds__(kVecTileThreads, 2)
     column_vec_kernel(Source src, Sink dst, ColTileGeometry g,
-                      ChunkStatus<typename Combine::state_t> status) {
+                      ChunkStatus<typename LanesCombine<Combine, Source::kVec>::state_t> status) {
   using state_t = typename Combine::state_t;
   using held_t = typename Source::held_t;
   using lowered_t = typename Sink::lowered_t;
@@ -538,91 +577,44 @@ __global__ void __launch_bounds__(kVecTileThreads, 2)
 
     if (warp == 0) {
       // Per column: the warps' exclusive prefixes within the tile, and the tile's aggregate.
-      state_t agg[V];
+      // A lane's V columns are one status state (LanesCombine: combined column by column).
+      using Lanes = LanesCombine<Combine, V>;
+      using lanes_t = typename Lanes::state_t;
+      lanes_t agg;
 #pragma unroll
       for (int v = 0; v < V; ++v) {
-        agg[v] = Combine::identity();
+        agg.v[v] = Combine::identity();
 #pragma unroll
         for (int w = 0; w < kVecTileWarps; ++w) {
           const int j = (w * kWarpSize + lane) * V + v;
           const state_t a = part[j];
-          part[j] = agg[v];
-          agg[v] = Combine::combine(agg[v], a);
+          part[j] = agg.v[v];
+          agg.v[v] = Combine::combine(agg.v[v], a);
         }
       }
-      // Status of item `it`: a flag, and V states per lane.
-      auto publish = [&](state_t* base, const state_t (&s)[V], unsigned flag) {
-#pragma unroll
-        for (int v = 0; v < V; ++v) detail::store_cg(base + (item * kWarpSize + lane) * V + v, s[v]);
-        __threadfence();
-        __syncwarp();
-        if (lane == 0) detail::store_release(status.flags + item, flag);
-      };
-      state_t carry[V];
-#pragma unroll
-      for (int v = 0; v < V; ++v) carry[v] = Combine::identity();
+      auto slot = [&](lanes_t* base, int64_t it) { return base + it * kWarpSize + lane; };
+      lanes_t carry = Lanes::identity();
       if (rt > 0) {
-        publish(status.aggregate, agg, kAggregate);
-        // Lane d watches item rt - 1 - d of the band (d < n: the row tiles above exist);
-        // wait until one is inclusive and every nearer one has its aggregate.
-        const int n = static_cast<int>(std::min<int64_t>(kVecWindow, rt));
-        const unsigned* watched = status.flags + (rt - 1 - lane) * bands + band;
-        unsigned flag = kEmpty;
-        int stop = 0;
-        for (;;) {
-          if (lane < n && flag != kInclusive) flag = detail::load_acquire(watched);
-          const unsigned inc = __ballot_sync(kFullMask, lane < n && flag == kInclusive);
-          const unsigned ready = __ballot_sync(kFullMask, lane < n && flag != kEmpty);
-          if (inc != 0) {
-            stop = __ffs(static_cast<int>(inc)) - 1;
-            const unsigned upto = stop == 31 ? kFullMask : (2u << stop) - 1u;
-            if ((ready & upto) == upto) break;
-          }
-        }
-        __syncwarp();  // (release -> acquire by lane d -> __syncwarp: every lane sees item d)
-        // The sequential left fold from the inclusive prefix at `stop` (fold_left's order),
-        // the V columns' loads of one tile together.
-        auto states = [&](int d, const state_t* base, state_t (&h)[V]) {
+        detail::warp_publish(status.flags + item, slot(status.aggregate, item), agg, kAggregate);
+        // Lane d watches item rt - 1 - d of the band (d < n: the row tiles above exist).
+        const int stop = detail::wait_window(status.flags + (rt - 1 - lane) * bands + band,
+                                             static_cast<int>(std::min<int64_t>(kVecWindow, rt)));
+        // 4 tiles' loads at a time (8 of V states each spilled registers).
+        carry = fold_left<Lanes, 4>(stop + 1, [&](int d) {
           const int64_t j = (rt - 1 - d) * bands + band;
-#pragma unroll
-          for (int v = 0; v < V; ++v) h[v] = detail::load_cg(base + (j * kWarpSize + lane) * V + v);
-        };
-        // Loads kBatch tiles ahead of their combines (one L2 round trip per batch, not per
-        // tile: the fold is on the band's critical path).
-        constexpr int kBatch = 4;
-        states(stop, status.inclusive, carry);
-        int d = stop - 1;
-#pragma unroll 1
-        for (; d >= kBatch - 1; d -= kBatch) {
-          state_t h[kBatch][V];
-#pragma unroll
-          for (int u = 0; u < kBatch; ++u) states(d - u, status.aggregate, h[u]);
-#pragma unroll
-          for (int u = 0; u < kBatch; ++u) {
-#pragma unroll
-            for (int v = 0; v < V; ++v) carry[v] = Combine::combine(carry[v], h[u][v]);
-          }
-        }
-#pragma unroll 1
-        for (; d >= 0; --d) {
-          state_t h[V];
-          states(d, status.aggregate, h);
-#pragma unroll
-          for (int v = 0; v < V; ++v) carry[v] = Combine::combine(carry[v], h[v]);
-        }
+          return detail::load_cg(slot(d == stop ? status.inclusive : status.aggregate, j));
+        });
       }
       if (rt + 1 < g.row_tiles) {  // the last row tile has no successor
-        state_t inc[V];
-#pragma unroll
-        for (int v = 0; v < V; ++v) inc[v] = Combine::combine(carry[v], agg[v]);
-        publish(status.inclusive, inc, kInclusive);
+        detail::warp_publish(status.flags + item, slot(status.inclusive, item),
+                             Lanes::combine(carry, agg), kInclusive);
       }
 #pragma unroll
       for (int v = 0; v < V; ++v) {
 #pragma unroll
         for (int w = 0; w < kVecTileWarps; ++w) {
           const int j = (w * kWarpSize + lane) * V + v;
-          part[j] = Combine::combine(carry[v], part[j]);
+          part[j] = Combine::combine(carry.v[v], part[j]);
         }
       }
     }
@@ -681,7 +673,8 @@ void scan_columns(const LaunchContext& ctx, const Source& src, const Sink& dst, 
       const ColTileGeometry g{outer, length, inner, col_tiles, ceil_div(length, kVecRows),
                              flags.exclusive, flags.reverse};
       const int64_t items = outer * col_tiles * g.row_tiles;
-      const auto status = make_chunk_status<state_t>(ctx, items, kWarpSize * Source::kVec);
+      const auto status = make_chunk_status<typename LanesCombine<Combine, Source::kVec>::state_t>(
+          ctx, items, kWarpSize);
       column_vec_kernel<Combine, Source, Sink>
           <<<grid_size(ctx, items, 2), kVecTileThreads, 0, ctx.stream>>>(src, dst, g, status);
       C10_CUDA_KERNEL_LAUNCH_CHECK();

@@ -149,11 +149,10 @@ __device__ __forceinline__ void warp_publish(unsigned* flag, T* state, const T& 
 // tile folds what it walked over before it can publish, so one step's cost bounds the rate
 // at which a line's tiles complete. Loads are issued kBatch at a time ahead of their
 // combines, so a step costs one dependent combine instead of a shared-memory round trip plus
-// the combine.
-template <class Combine, class At>
+// the combine. (kBatch: fewer where the states are wide, as a lane's vector of columns.)
+template <class Combine, int kBatch = 8, class At>
 __device__ __forceinline__ typename Combine::state_t fold_left(int n, At&& at) {
   using state_t = typename Combine::state_t;
-  constexpr int kBatch = 8;
   state_t prefix = at(n - 1);
   int d = n - 2;
 #pragma unroll 1

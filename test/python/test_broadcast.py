@@ -96,10 +96,9 @@ def test_broadcast_views_long_rows(device, shape, seed):
 @pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA device")
 @pytest.mark.parametrize("cshape,dim", [((1, 4096), 1), ((4096, 1), 1), ((1, 4096), 0)])
 def test_broadcast_read_in_place(cshape, dim):
-    """A broadcast companion costs no memory beyond the kernels' own scratch (the column
-    look-back status along dim 0: the warp column tiles' is a quarter of a float32 output for
-    linear_recurrence's 8-byte states, plus flags; the dense problem may take the vector column
-    tiles, whose status is smaller), and far less than a materialised copy of it."""
+    """A broadcast companion costs no memory beyond what the same op with a full-size (dense)
+    companion allocates (the kernels' own scratch, e.g. the column look-back status along
+    dim 0), and far less than a materialised copy of it."""
     x = torch.randn(4096, 4096, device="cuda")
     m = torch.rand(cshape, device="cuda") > 0.5
     a = torch.rand(cshape, device="cuda")
@@ -124,5 +123,5 @@ def test_broadcast_read_in_place(cshape, dim):
          a_full.numel() * a_full.element_size()),
     ):
         extra, extra_dense = extra_bytes(fn), extra_bytes(dense)
-        assert extra <= max(extra_dense, out_bytes // 2), (extra, extra_dense)
+        assert extra <= extra_dense + 4096, (extra, extra_dense)
         assert extra < copy_bytes, (extra, copy_bytes)
