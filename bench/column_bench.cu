@@ -26,43 +26,16 @@
 #include <string>
 #include <vector>
 
+#include "bench/micro_common.cuh"
 #include "ops/cuda/column_scan.cuh"
 
 using namespace scanops;
 using namespace scanops::cuda;
+using scanops::bench::Arena;
+using scanops::bench::time_ms;
 
 namespace {
 
-struct Arena : Scratch {
-  unsigned char* base = nullptr;
-  int64_t size = 0, used = 0;
-  explicit Arena(int64_t bytes) : size(bytes) { cudaMalloc(&base, bytes); }
-  void* allocate(int64_t bytes) override {
-    void* p = base + used;
-    used += (bytes + 255) / 256 * 256;
-    if (used > size) {
-      fprintf(stderr, "arena too small\n");
-      exit(2);
-    }
-    return p;
-  }
-  ~Arena() { cudaFree(base); }
-};
-
-float time_ms(const std::function<void()>& f, cudaStream_t s) {
-  cudaEvent_t a, b;
-  cudaEventCreate(&a);
-  cudaEventCreate(&b);
-  cudaEventRecord(a, s);
-  f();
-  cudaEventRecord(b, s);
-  cudaEventSynchronize(b);
-  float ms = 0;
-  cudaEventElapsedTime(&ms, a, b);
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
-  return ms;
-}
 
 template <int V>
 using VecF = Vec<float, V>;
@@ -84,11 +57,7 @@ struct PlainSource {
   using state_t = float;
   using held_t = float;
   static constexpr int kVec = 4;
-  static constexpr bool kCompanions = false;
   const float* in;
-  struct Fetched {
-    Vec<float, 4> x;
-  };
   static __device__ __forceinline__ float held_identity() { return 0.f; }
   __device__ __forceinline__ float lift_held(float h) const { return h; }
   __device__ __forceinline__ void hold_vec(int64_t i, const int64_t (&)[4], float (&out)[4]) const {
@@ -96,17 +65,9 @@ struct PlainSource {
 #pragma unroll
     for (int t = 0; t < 4; ++t) out[t] = v.v[t];
   }
-  __device__ __forceinline__ void fetch_vec(int64_t i, Fetched& f) const {
-    f.x = *reinterpret_cast<const Vec<float, 4>*>(in + i);
-  }
-  __device__ __forceinline__ void hold_fetched(const Fetched& f, const int64_t (&)[4], float (&out)[4]) const {
-#pragma unroll
-    for (int t = 0; t < 4; ++t) out[t] = f.x.v[t];
-  }
 };
 struct PlainSink {
   using lowered_t = float;
-  static constexpr int kVec = 4;
   float* out;
   static __device__ __forceinline__ float lower(float s) { return s; }
   __device__ __forceinline__ bool has_epilogue() const { return false; }
@@ -153,24 +114,20 @@ __global__ void __launch_bounds__(256) pattern_kernel(const float* in, float* ou
   }
 }
 
+template <int V>
 struct Status {
   unsigned long long* counter;
-  unsigned* flags;    // per (item, wc)
-  float* aggregate;   // per (item, wc, lane, v)
-  float* inclusive;
+  unsigned* flags;        // per (item, wc)
+  VecF<V>* aggregate;     // per (item, wc, lane)
+  VecF<V>* inclusive;
 };
 
-template <int V>
-__device__ __forceinline__ void put_cg(float* p, const float (&s)[V]) {
-#pragma unroll
-  for (int v = 0; v < V; ++v) __stcg(p + v, s[v]);
-}
 
 // The column scan (cumsum) in the tile layout, single pass, deterministic look-back per warp
 // column group (window of 32 tiles above, as column_warp_kernel).
 template <int V, int R, int WC, int WR, bool kCs>
 __global__ void __launch_bounds__(256, (V * R <= 64 ? 2 : 1))
-    colvec_kernel(const float* in, float* out, Geo g, Status st) {
+    colvec_kernel(const float* in, float* out, Geo g, Status<V> st) {
   constexpr int kWindow = 32;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int wc = warp % WC, wr = warp / WC;
@@ -211,48 +168,32 @@ __global__ void __launch_bounds__(256, (V * R <= 64 ? 2 : 1))
     float carry[V];
     auto slot = [&](int64_t it) { return it * WC + wc; };
     auto lookback = [&](const float (&a)[V]) {
-      // a: this warp column group's tile aggregate per lane; sets carry.
+      // a: this warp column group's tile aggregate per lane; sets carry (the library's
+      // publish and window wait; the fold left to right from the inclusive prefix).
 #pragma unroll
       for (int v = 0; v < V; ++v) carry[v] = 0.f;
       const bool any = __ballot_sync(kFullMask, active) != 0;
       if (!any) return;
-      if (rt > 0) {
-        const int64_t me = slot(item);
-        put_cg<V>(st.aggregate + (me * 32 + lane) * V, a);
-        __threadfence();
-        __syncwarp();
-        if (lane == 0) detail::store_release(st.flags + me, kAggregate);
-        const int n = static_cast<int>(std::min<int64_t>(kWindow, rt));
-        const unsigned* watched = st.flags + slot((rt - 1 - lane) * bands + band);
-        unsigned flag = kEmpty;
-        int stop = 0;
-        for (;;) {
-          if (lane < n && flag != kInclusive) flag = detail::load_acquire(watched);
-          const unsigned inc = __ballot_sync(kFullMask, lane < n && flag == kInclusive);
-          const unsigned ready = __ballot_sync(kFullMask, lane < n && flag != kEmpty);
-          if (inc != 0) {
-            stop = __ffs(static_cast<int>(inc)) - 1;
-            const unsigned upto = stop == 31 ? kFullMask : (2u << stop) - 1u;
-            if ((ready & upto) == upto) break;
-          }
-        }
-        __syncwarp();
-        for (int d = stop; d >= 0; --d) {
-          const int64_t j = slot((rt - 1 - d) * bands + band);
-          const float* p = (d == stop ? st.inclusive : st.aggregate) + (j * 32 + lane) * V;
+      auto state = [&](VecF<V>* base, int64_t it) { return base + slot(it) * 32 + lane; };
+      VecF<V> mine;
 #pragma unroll
-          for (int v = 0; v < V; ++v) carry[v] += __ldcg(p + v);
+      for (int v = 0; v < V; ++v) mine.v[v] = a[v];
+      if (rt > 0) {
+        detail::warp_publish(st.flags + slot(item), state(st.aggregate, item), mine, kAggregate);
+        const int stop = detail::wait_window(st.flags + slot((rt - 1 - lane) * bands + band),
+                                             static_cast<int>(std::min<int64_t>(kWindow, rt)));
+        for (int d = stop; d >= 0; --d) {
+          const VecF<V> h = detail::load_cg(
+              state(d == stop ? st.inclusive : st.aggregate, (rt - 1 - d) * bands + band));
+#pragma unroll
+          for (int v = 0; v < V; ++v) carry[v] += h.v[v];
         }
       }
       if (rt + 1 < g.row_tiles) {
-        const int64_t me = slot(item);
-        float inc[V];
+        VecF<V> inc;
 #pragma unroll
-        for (int v = 0; v < V; ++v) inc[v] = carry[v] + a[v];
-        put_cg<V>(st.inclusive + (me * 32 + lane) * V, inc);
-        __threadfence();
-        __syncwarp();
-        if (lane == 0) detail::store_release(st.flags + me, kInclusive);
+        for (int v = 0; v < V; ++v) inc.v[v] = carry[v] + a[v];
+        detail::warp_publish(st.flags + slot(item), state(st.inclusive, item), inc, kInclusive);
       }
     };
     if constexpr (WR == 1) {
@@ -317,9 +258,9 @@ void launch_colvec(const LaunchContext& ctx, Arena& arena, const float* in, floa
   const int64_t slots = items * WC;
   auto* b = static_cast<unsigned char*>(arena.allocate(16 + 4 * slots));
   cudaMemsetAsync(b, 0, 16 + 4 * slots, ctx.stream);
-  Status st{reinterpret_cast<unsigned long long*>(b), reinterpret_cast<unsigned*>(b + 16),
-            static_cast<float*>(arena.allocate(slots * 32 * V * 4)),
-            static_cast<float*>(arena.allocate(slots * 32 * V * 4))};
+  Status<V> st{reinterpret_cast<unsigned long long*>(b), reinterpret_cast<unsigned*>(b + 16),
+               static_cast<VecF<V>*>(arena.allocate(slots * 32 * V * 4)),
+               static_cast<VecF<V>*>(arena.allocate(slots * 32 * V * 4))};
   int per_sm = 0;
   cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, colvec_kernel<V, R, WC, WR, kCs>, 256, 0);
   static bool said = false;
@@ -334,6 +275,21 @@ void launch_pattern(const LaunchContext& ctx, const float* in, float* out, int64
   Geo g{outer, length, inner, ceil_div(inner, int64_t{WC} * 32 * V), ceil_div(length, int64_t{WR} * R)};
   const int64_t items = outer * g.col_tiles * g.row_tiles;
   pattern_kernel<V, R, WC, WR, kCs><<<items, 256, 0, ctx.stream>>>(in, out, g);
+}
+
+// The library's column_vec_kernel as scan_columns launches it, with `per_sm` blocks per SM.
+template <class Combine, class Src, class Snk>
+void launch_vec(const LaunchContext& ctx, Arena& arena, const Src& src, const Snk& dst,
+                int per_sm, int64_t outer, int64_t length, int64_t inner) {
+  arena.used = 0;
+  constexpr int64_t kRows = kVecTileWarps * vec_tile_rows<Src>();
+  const int64_t col_tiles = ceil_div(inner, int64_t{kWarpSize} * Src::kVec);
+  const ColTileGeometry g{outer, length, inner, col_tiles, ceil_div(length, kRows), false, false};
+  const int64_t items = outer * col_tiles * g.row_tiles;
+  const auto status = make_chunk_status<typename LanesCombine<Combine, Src::kVec>::state_t>(
+      ctx, items, kWarpSize);
+  column_vec_kernel<Combine, Src, Snk>
+      <<<grid_size(ctx, items, per_sm), kVecTileThreads, 0, ctx.stream>>>(src, dst, g, status);
 }
 
 __global__ void fill_kernel(float* p, int64_t n) {
@@ -401,31 +357,14 @@ int main(int argc, char** argv) {
                    }});
   for (int per_sm : {1, 2}) {
     cases.push_back({"lib column_vec_kernel grid " + std::to_string(per_sm), true, [&, per_sm] {
-                       arena.used = 0;
-                       using Src = InputSource<Sum, float>;
-                       using Snk = OutputSink<Sum, float>;
-                       constexpr int64_t kRows = kVecTileWarps * vec_tile_rows<Src>();
-                       const int64_t col_tiles = ceil_div(inner, int64_t{kWarpSize} * 4);
-                       const ColTileGeometry g{outer, length, inner, col_tiles,
-                                              ceil_div(length, kRows), false, false};
-                       const int64_t items = outer * col_tiles * g.row_tiles;
-                       const auto status = make_chunk_status<float>(ctx, items, kWarpSize * 4);
-                       column_vec_kernel<Sum, Src, Snk>
-                           <<<grid_size(ctx, items, per_sm), kVecTileThreads, 0, ctx.stream>>>(
-                               Src{in, nullptr, nullptr}, Snk{out, nullptr, true}, g, status);
+                       launch_vec<Sum>(ctx, arena, InputSource<Sum, float>{in, nullptr, nullptr},
+                                       OutputSink<Sum, float>{out, nullptr, true}, per_sm, outer,
+                                       length, inner);
                      }});
   }
   cases.push_back({"lib column_vec_kernel plain", true, [&] {
-                     arena.used = 0;
-                     constexpr int64_t kRows = kVecTileWarps * vec_tile_rows<PlainSource>();
-                     const int64_t col_tiles = ceil_div(inner, int64_t{kWarpSize} * 4);
-                     const ColTileGeometry g{outer, length, inner, col_tiles,
-                                            ceil_div(length, kRows), false, false};
-                     const int64_t items = outer * col_tiles * g.row_tiles;
-                     const auto status = make_chunk_status<float>(ctx, items, kWarpSize * 4);
-                     column_vec_kernel<Sum, PlainSource, PlainSink>
-                         <<<grid_size(ctx, items, 2), kVecTileThreads, 0, ctx.stream>>>(
-                             PlainSource{in}, PlainSink{out}, g, status);
+                     launch_vec<Sum>(ctx, arena, PlainSource{in}, PlainSink{out}, 2, outer,
+                                     length, inner);
                    }});
 #define PAT(V, R, WC, WR, CS)                                                              \
   cases.push_back({"pattern V" #V " R" #R " WC" #WC " WR" #WR " cs" #CS, false,           \

@@ -21,44 +21,16 @@
 #include <string>
 #include <vector>
 
+#include "bench/micro_common.cuh"
 #include "ops/cuda/row_scan.cuh"
 
 using namespace scanops;
 using namespace scanops::cuda;
+using scanops::bench::Arena;
+using scanops::bench::time_ms;
 
 namespace {
 
-// One device buffer handed out again for every launch (no allocation in the timed region).
-struct Arena : Scratch {
-  unsigned char* base = nullptr;
-  int64_t size = 0, used = 0;
-  explicit Arena(int64_t bytes) : size(bytes) { cudaMalloc(&base, bytes); }
-  void* allocate(int64_t bytes) override {
-    void* p = base + used;
-    used += (bytes + 255) / 256 * 256;
-    if (used > size) {
-      fprintf(stderr, "arena too small\n");
-      exit(2);
-    }
-    return p;
-  }
-  ~Arena() { cudaFree(base); }
-};
-
-float time_ms(const std::function<void()>& f, cudaStream_t s) {
-  cudaEvent_t a, b;
-  cudaEventCreate(&a);
-  cudaEventCreate(&b);
-  cudaEventRecord(a, s);
-  f();
-  cudaEventRecord(b, s);
-  cudaEventSynchronize(b);
-  float ms = 0;
-  cudaEventElapsedTime(&ms, a, b);
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
-  return ms;
-}
 
 // The row kernel in rows/packed/look-back mode as scan_rows picks it, with kItems forced.
 template <class Combine, int kItems, class Source, class Sink>
