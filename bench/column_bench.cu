@@ -14,11 +14,6 @@
 //   nvcc -std=c++20 --expt-relaxed-constexpr -O3 -gencode arch=compute_90,code=sm_90 -I. \
 //        -I<site-packages>/torch/include -o build-micro/column_bench bench/column_bench.cu
 //   build-micro/column_bench [outer] [length] [inner] [reps]
-#include <c10/cuda/CUDAException.h>
-#undef C10_CUDA_KERNEL_LAUNCH_CHECK
-#define C10_CUDA_KERNEL_LAUNCH_CHECK() ((void)0)
-#undef C10_CUDA_CHECK
-#define C10_CUDA_CHECK(x) ((void)(x))
 
 #include <cstdio>
 #include <cstdlib>

@@ -9,11 +9,6 @@
 //   nvcc -std=c++20 --expt-relaxed-constexpr -O3 -gencode arch=compute_90,code=sm_90 -I. \
 //        -I<site-packages>/torch/include -o build-micro/row_items_bench bench/row_items_bench.cu
 //   build-micro/row_items_bench [rows] [length] [reps]      (CHUNK=k: k tiles per look-back chunk)
-#include <c10/cuda/CUDAException.h>
-#undef C10_CUDA_KERNEL_LAUNCH_CHECK
-#define C10_CUDA_KERNEL_LAUNCH_CHECK() ((void)0)
-#undef C10_CUDA_CHECK
-#define C10_CUDA_CHECK(x) ((void)(x))
 
 #include <cstdio>
 #include <cstdlib>
