@@ -62,6 +62,18 @@ __device__ __forceinline__ S warp_inclusive_scan(S s, unsigned heads, int lane) 
   return s;
 }
 
+// Inclusive scan over the lanes of a warp taken `stride` apart (a power of two <= 32; all 32
+// lanes must call it): lane L combines the states of lanes L % stride, L % stride + stride,
+// ..., L in that order (Kogge-Stone over the lane's residue class). stride 32: no step.
+template <class Combine, class S>
+__device__ __forceinline__ S warp_strided_inclusive_scan(S s, int stride, int lane) {
+  for (int d = stride; d < kWarpSize; d <<= 1) {
+    const S other = shfl_up(s, d);
+    if (lane >= d) s = Combine::combine(other, s);
+  }
+  return s;
+}
+
 // Block-wide exclusive segmented scan of one aggregate per thread, in thread order.
 template <class Combine, int kThreads>
 struct BlockScan {

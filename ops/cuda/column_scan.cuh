@@ -2,12 +2,14 @@
 //
 // The lines are the (outer, inner) columns: element (o, l, i) at (o * length + l) * inner + i.
 // Five kernel families, chosen by shape in scan_columns:
-//   column_vec_kernel    single pass for fewer columns (>= 4 bands of 32 vectors): a block's
-//                        tile is 128 rows (float32) x 32 vectors of columns, a lane a vector of
-//                        columns, the block's warps stacked down the tile; tiles chained by a
-//                        per-column deterministic look-back. Inputs of >= 4 bytes, `inner` a
-//                        multiple of the vector width and aligned tensors; the next two
-//                        kernels take the rest.
+//   column_vec_kernel    single pass for fewer columns (>= 4 bands of 32 vectors, or bands
+//                        whose every lane has columns): a block's tile is 128 rows (float32)
+//                        x 32 vectors of columns, a lane a vector of columns, the block's
+//                        warps stacked down the tile (narrower `inner`: 32 / row_lanes runs
+//                        of rows side by side in a warp); tiles chained by a per-column
+//                        deterministic look-back. Inputs of >= 4 bytes, `inner` a multiple
+//                        of the vector width and aligned tensors; the kernels below take the
+//                        rest.
 //   column_scan_kernel   a thread walks one column along the scan dim carrying its state;
 //                        consecutive threads take consecutive columns (coalesced), two batches
 //                        of kColUnroll loads in flight. One launch, for problems with enough
@@ -19,7 +21,8 @@
 //                        kColWarps * R scan positions, a warp per band of rows, a lane per
 //                        column, the tile's data in registers; the tiles of a column band are
 //                        chained by a per-column deterministic look-back.
-//   three passes         the rest (few bands, or inner < 32): chunk totals
+//   three passes         the rest (few bands, or narrow columns the vector tiles cannot
+//                        take): chunk totals
 //                        (column_scan_kernel), their exclusive scan (scan_rows), rescan from
 //                        the carries.
 // Every path reads each element once and writes it once except the three passes (two reads);
@@ -205,6 +208,9 @@ struct ColTileGeometry {
   int64_t row_tiles;  // ceil(length / tile rows)
   bool exclusive;
   bool reverse;
+  // column_vec_kernel: lanes across a row of a band (a power of two; 32 / row_lanes rows
+  // side by side in a warp).
+  int row_lanes = kWarpSize;
 };
 
 // Work item = row tile r x column band b (b over outer x col_tiles), item = r * bands + b, taken
@@ -314,21 +320,38 @@ __global__ void __launch_bounds__(kColTileThreads, 2)
 namespace detail {
 
 // A warp's wait in the windowed column look-back (column_warp_kernel, column_vec_kernel):
-// lane d < n watches *watched, the flag of the d-th tile above (n <= 32). Returns `stop`, the
-// nearest tile above that is inclusive, once every nearer one has published at least its
-// aggregate. Lane d acquired tile d's flag; the closing __syncwarp orders that before every
-// lane's reads of tile d's states (release -> acquire -> __syncwarp: causality order).
-__device__ __forceinline__ int wait_window(const unsigned* watched, int n) {
+// the flags of the n <= 32 * kPerLane nearest tiles above, tile d's at flag_at(d), watched by
+// lane d % 32. Returns `stop`, the nearest tile above that is inclusive, once every nearer
+// one has published at least its aggregate. Lane d % 32 acquired tile d's flag; the closing
+// __syncwarp orders that before every lane's reads of tile d's states (release -> acquire ->
+// __syncwarp: causality order).
+template <int kPerLane = 1, class FlagAt>
+__device__ __forceinline__ int wait_window(FlagAt&& flag_at, int n) {
+  static_assert(kPerLane == 1 || kPerLane == 2, "a window of up to 64 tiles");
   const int lane = threadIdx.x % kWarpSize;
-  unsigned flag = kEmpty;
+  unsigned flag[kPerLane];
+#pragma unroll
+  for (int u = 0; u < kPerLane; ++u) flag[u] = kEmpty;
   int stop = 0;
   for (;;) {
-    if (lane < n && flag != kInclusive) flag = load_acquire(watched);
-    const unsigned inc = __ballot_sync(kFullMask, lane < n && flag == kInclusive);
-    const unsigned ready = __ballot_sync(kFullMask, lane < n && flag != kEmpty);
+    unsigned long long inc = 0, ready = 0;
+    bool further = true;
+#pragma unroll
+    for (int u = 0; u < kPerLane; ++u) {
+      // Tiles 32u.. are read again only while every nearer one is published and none is
+      // inclusive (a flag read earlier stays true: flags only rise). Measured on the H100:
+      // reading all 64 each round took (32768, 32768) along dim 0 from 89% to 84% of copy.
+      const int d = u * kWarpSize + lane;
+      if (further && d < n && flag[u] != kInclusive) flag[u] = load_acquire(flag_at(d));
+      const unsigned i = __ballot_sync(kFullMask, d < n && flag[u] == kInclusive);
+      const unsigned r = __ballot_sync(kFullMask, d < n && flag[u] != kEmpty);
+      further = further && i == 0 && r == __ballot_sync(kFullMask, d < n);
+      inc |= static_cast<unsigned long long>(i) << (32 * u);
+      ready |= static_cast<unsigned long long>(r) << (32 * u);
+    }
     if (inc != 0) {
-      stop = __ffs(static_cast<int>(inc)) - 1;  // nearest inclusive tile above
-      const unsigned upto = stop == 31 ? kFullMask : (2u << stop) - 1u;
+      stop = __ffsll(static_cast<long long>(inc)) - 1;  // nearest inclusive tile above
+      const unsigned long long upto = stop == 63 ? ~0ull : (2ull << stop) - 1ull;
       if ((ready & upto) == upto) break;  // and every nearer one has its aggregate
     }
   }
@@ -401,8 +424,9 @@ __global__ void __launch_bounds__(kWarpTileThreads, 3)
       detail::warp_publish(status.flags + slot(item),
                            status.aggregate + slot(item) * kWarpSize + lane, agg, kAggregate);
       // Lane d watches item rt - 1 - d of the band (d < n: the row tiles above exist).
-      const int stop = detail::wait_window(status.flags + slot((rt - 1 - lane) * bands + band),
-                                           static_cast<int>(std::min<int64_t>(kWarpWindow, rt)));
+      const int stop = detail::wait_window(
+          [&](int d) { return status.flags + slot((rt - 1 - d) * bands + band); },
+          static_cast<int>(std::min<int64_t>(kWarpWindow, rt)));
       carry = fold_left<Combine>(stop + 1, [&](int d) {
         const int64_t j = slot((rt - 1 - d) * bands + band);
         return detail::load_cg((d == stop ? status.inclusive : status.aggregate) + j * kWarpSize +
@@ -424,8 +448,14 @@ __global__ void __launch_bounds__(kWarpTileThreads, 3)
 // Warp w takes the tile's w-th band of R rows, a lane V adjacent columns (one vector load
 // and one vector store per row); the warps' column totals are combined down the tile in
 // shared memory, warp 0 chains the tile to the one above by a per-column deterministic
-// look-back (a window of kVecWindow tiles, as column_warp_kernel), and every warp scans its
-// rows from its carry.
+// look-back (a window of 64 tiles, as column_warp_kernel), and every warp scans its
+// rows from its carry. Where `inner` is narrower than 32 vectors, a row takes row_lanes
+// lanes (the fewest, a power of two) and a warp's 32 / row_lanes groups of lanes take
+// consecutive runs of R rows (a tile of (2^24, 8) float32: 8 x 16 x 16 rows); per column, the
+// groups' totals are scanned across the warp with shuffles before the warps' are combined.
+// Measured on the H100 (bench/column_bench.cu, float32, one band: single chains of tiles):
+// (2^22, 64) along dim 0 70% of copy, (2^21, 128) 70%, (2^24, 8) 60% (the three passes:
+// 60% / 61% / 55%); 4 bands of (4, 2^20, 64) along dim 1 73%.
 //
 // Measured on the H100 (bench/column_bench.cu, float32 cumsum, share of copy): a copy that
 // touches memory in any of these column tile patterns (1, 2 or 4 columns per lane; 8 to 32
@@ -456,7 +486,6 @@ struct LanesCombine {
 
 constexpr int kVecTileWarps = 8;
 constexpr int kVecTileThreads = kVecTileWarps * kWarpSize;
-constexpr int kVecWindow = 32;
 constexpr int64_t kMinVecBands = 4;  // bands of 32 * V columns
 
 // Rows per lane: 256 bytes of held elements (16 rows of 4 float32 columns, 8 rows of 4
@@ -514,6 +543,21 @@ bool vec_columns_ok(const Source& src, const Sink& dst, int64_t inner) {
   }
 }
 
+// column_vec_kernel's tiles for an outer x length x inner problem: a band is 32 vectors of
+// columns, or, where `inner` is narrower, the fewest lanes (a power of two) that cover a row,
+// with 32 / row_lanes runs of R rows side by side in each warp (a tile of 16 x 128 rows of 8
+// float32 columns).
+template <class Source>
+ColTileGeometry vec_tile_geometry(int64_t outer, int64_t length, int64_t inner,
+                                  ScanFlags flags) {
+  constexpr int V = Source::kVec;
+  int lanes = kWarpSize;
+  while (lanes > 1 && int64_t{lanes / 2} * V >= inner) lanes /= 2;
+  const int64_t rows = int64_t{kVecTileWarps} * (kWarpSize / lanes) * vec_tile_rows<Source>();
+  return ColTileGeometry{outer,     length, inner, ceil_div(inner, int64_t{lanes} * V),
+                         ceil_div(length, rows), flags.exclusive, flags.reverse, lanes};
+}
+
 template <class Combine, class Source, class Sink>
 __global__ void __launch_bounds__(kVecTileThreads, 2)
     column_vec_kernel(Source src, Sink dst, ColTileGeometry g,
@@ -523,8 +567,20 @@ __global__ void __launch_bounds__(kVecTileThreads, 2)
   using lowered_t = typename Sink::lowered_t;
   constexpr int V = Source::kVec;
   constexpr int R = vec_tile_rows<Source>();
-  constexpr int kTileRows = kVecTileWarps * R;
+  // A lane's V columns are one state of the warp's scans and of the status (LanesCombine:
+  // combined column by column).
+  using Lanes = LanesCombine<Combine, V>;
+  using lanes_t = typename Lanes::state_t;
+  const int L = g.row_lanes;  // lanes across a row; a warp's rows side by side: 32 / L
+  const int64_t tile_rows = int64_t{kVecTileWarps} * (kWarpSize / L) * R;
   __shared__ RawArray<state_t, kVecTileWarps * kWarpSize * V> part;  // [warp][lane][v]
+  // The look-back's window: 64 tiles, 32 where a lane's states are 32 bytes (static shared
+  // memory: at most 48 KB). In one band (a narrow or 128-column scan) every tile in flight
+  // waits on the one above, so the band advances by at most a window of tiles per round of
+  // the look-back: measured on the H100 (bench/column_bench.cu, (2^22, 64) along dim 0),
+  // a window of 32 tiles 55% of copy, 64 tiles 70%.
+  constexpr int kWindow = sizeof(lanes_t) <= 16 ? 2 * kWarpSize : kWarpSize;
+  __shared__ RawArray<lanes_t, kWindow * kWarpSize> window;  // [d][lane]
   __shared__ int64_t next_item;
   const int lane = threadIdx.x % kWarpSize;
   const int warp = threadIdx.x / kWarpSize;
@@ -540,9 +596,9 @@ __global__ void __launch_bounds__(kVecTileThreads, 2)
     const int64_t rt = item / bands;
     const int64_t band = item - rt * bands;
     const int64_t o = band / g.col_tiles;
-    const int64_t col = ((band - o * g.col_tiles) * kWarpSize + lane) * V;
+    const int64_t col = ((band - o * g.col_tiles) * L + lane % L) * V;
     const bool active = col < g.inner;  // (inner is a multiple of V)
-    const int64_t s0 = rt * kTileRows + int64_t{warp} * R;
+    const int64_t s0 = rt * tile_rows + (int64_t{warp} * (kWarpSize / L) + lane / L) * R;
     const int m = static_cast<int>(std::max<int64_t>(0, std::min<int64_t>(R, g.length - s0)));
     const int64_t step = g.reverse ? -g.inner : g.inner;
     const int64_t idx0 = (o * g.length + (g.reverse ? g.length - 1 - s0 : s0)) * g.inner + col;
@@ -566,20 +622,29 @@ __global__ void __launch_bounds__(kVecTileThreads, 2)
         for (int v = 0; v < V; ++v) x[k][v] = Source::held_identity();
       }
     }
+    lanes_t total;
 #pragma unroll
     for (int v = 0; v < V; ++v) {
-      state_t total = src.lift_held(x[0][v]);
+      total.v[v] = src.lift_held(x[0][v]);
 #pragma unroll
-      for (int k = 1; k < R; ++k) total = Combine::combine(total, src.lift_held(x[k][v]));
-      part[(warp * kWarpSize + lane) * V + v] = total;
+      for (int k = 1; k < R; ++k) total.v[v] = Combine::combine(total.v[v], src.lift_held(x[k][v]));
     }
+    // Narrow bands (L < 32): the warp's 32 / L groups of lanes hold consecutive runs of R
+    // rows; per column, the groups' exclusive prefixes within the warp (lane l's group
+    // prefix), and the warp's total (its last group's inclusive one).
+    lanes_t group_prefix = Lanes::identity();
+    if (L < kWarpSize) {
+      const lanes_t inclusive = warp_strided_inclusive_scan<Lanes>(total, L, lane);
+      group_prefix = shfl_up(inclusive, L);
+      total = shfl_idx(inclusive, kWarpSize - L + lane % L);
+    }
+#pragma unroll
+    for (int v = 0; v < V; ++v) part[(warp * kWarpSize + lane) * V + v] = total.v[v];
     __syncthreads();
 
     if (warp == 0) {
-      // Per column: the warps' exclusive prefixes within the tile, and the tile's aggregate.
-      // A lane's V columns are one status state (LanesCombine: combined column by column).
-      using Lanes = LanesCombine<Combine, V>;
-      using lanes_t = typename Lanes::state_t;
+      // Per column: the warps' exclusive prefixes within the tile, and the tile's aggregate
+      // (in a narrow band, the lanes of a column hold the same).
       lanes_t agg;
 #pragma unroll
       for (int v = 0; v < V; ++v) {
@@ -597,13 +662,21 @@ __global__ void __launch_bounds__(kVecTileThreads, 2)
       if (rt > 0) {
         detail::warp_publish(status.flags + item, slot(status.aggregate, item), agg, kAggregate);
         // Lane d watches item rt - 1 - d of the band (d < n: the row tiles above exist).
-        const int stop = detail::wait_window(status.flags + (rt - 1 - lane) * bands + band,
-                                             static_cast<int>(std::min<int64_t>(kVecWindow, rt)));
-        // 4 tiles' loads at a time (8 of V states each spilled registers).
-        carry = fold_left<Lanes, 4>(stop + 1, [&](int d) {
+        const int stop = detail::wait_window<kWindow / kWarpSize>(
+            [&](int d) { return status.flags + (rt - 1 - d) * bands + band; },
+            static_cast<int>(std::min<int64_t>(kWindow, rt)));
+        // The window's states, every one in flight at once (copied to shared memory without
+        // registers), then folded there. Measured on the H100 (bench/column_bench.cu, the one
+        // band of (2^22, 64) along dim 0, whose windows are full): loading them 4 at a time
+        // into registers (8 spilled), one L2 round trip per 4 tiles, 36% of copy; this way
+        // (with a window of 32), 55%.
+        for (int d = 0; d <= stop; ++d) {
           const int64_t j = (rt - 1 - d) * bands + band;
-          return detail::load_cg(slot(d == stop ? status.inclusive : status.aggregate, j));
-        });
+          detail::copy_async_cg(&window[d * kWarpSize + lane],
+                                slot(d == stop ? status.inclusive : status.aggregate, j));
+        }
+        detail::copy_async_wait();
+        carry = fold_left<Lanes, 4>(stop + 1, [&](int d) { return window[d * kWarpSize + lane]; });
       }
       if (rt + 1 < g.row_tiles) {  // the last row tile has no successor
         detail::warp_publish(status.flags + item, slot(status.inclusive, item),
@@ -624,6 +697,10 @@ __global__ void __launch_bounds__(kVecTileThreads, 2)
       state_t carry[V];
 #pragma unroll
       for (int v = 0; v < V; ++v) carry[v] = part[(warp * kWarpSize + lane) * V + v];
+      if (L < kWarpSize && lane >= L) {  // the warp's groups before this lane's
+#pragma unroll
+        for (int v = 0; v < V; ++v) carry[v] = Combine::combine(carry[v], group_prefix.v[v]);
+      }
       auto scan_store = [&](auto epilogue) {
 #pragma unroll
         for (int k = 0; k < R; ++k) {
@@ -666,13 +743,13 @@ void scan_columns(const LaunchContext& ctx, const Source& src, const Sink& dst, 
   const int64_t bands = outer * ceil_div(inner, kWarpSize);
   constexpr int64_t kWarpRows = col_band_rows<Source, Sink>();
   if constexpr (vec_columns_compiled<Combine, Source, Sink>()) {
-    constexpr int64_t kVecRows = kVecTileWarps * vec_tile_rows<Source>();
-    const int64_t col_tiles = ceil_div(inner, int64_t{kWarpSize} * Source::kVec);
-    if (tiles && length > kVecRows && outer * col_tiles >= kMinVecBands &&
+    const ColTileGeometry g = vec_tile_geometry<Source>(outer, length, inner, flags);
+    // Fewer than kMinVecBands bands: only where every lane of a band has columns (one band
+    // is a single chain of tiles: its rate is bounded by the bytes per tile).
+    const bool full_bands = inner % (int64_t{g.row_lanes} * Source::kVec) == 0;
+    if (tiles && g.row_tiles > 1 && (outer * g.col_tiles >= kMinVecBands || full_bands) &&
         vec_columns_ok<Combine>(src, dst, inner)) {
-      const ColTileGeometry g{outer, length, inner, col_tiles, ceil_div(length, kVecRows),
-                             flags.exclusive, flags.reverse};
-      const int64_t items = outer * col_tiles * g.row_tiles;
+      const int64_t items = outer * g.col_tiles * g.row_tiles;
       const auto status = make_chunk_status<typename LanesCombine<Combine, Source::kVec>::state_t>(
           ctx, items, kWarpSize);
       column_vec_kernel<Combine, Source, Sink>

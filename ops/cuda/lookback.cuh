@@ -96,6 +96,24 @@ __device__ __forceinline__ T load_cg(const T* p) {
   return v;
 }
 
+// An asynchronous copy of a state (a multiple of 16 bytes) from global memory (L2) to shared
+// memory, without registers (cp.async.cg); copy_async_wait waits for the thread's copies.
+template <class T>
+__device__ __forceinline__ void copy_async_cg(T* shared, const T* global) {
+  static_assert(sizeof(T) % 16 == 0 && alignof(T) >= 16, "16-byte copies");
+  const auto s = static_cast<unsigned>(__cvta_generic_to_shared(shared));
+  const auto* g = reinterpret_cast<const unsigned char*>(global);
+#pragma unroll
+  for (int k = 0; k < static_cast<int>(sizeof(T) / 16); ++k) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(s + 16 * k), "l"(g + 16 * k)
+                 : "memory");
+  }
+}
+
+__device__ __forceinline__ void copy_async_wait() {
+  asm volatile("cp.async.wait_all;" ::: "memory");
+}
+
 __device__ __forceinline__ void store_release(unsigned* p, unsigned v) {
   asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
 }
