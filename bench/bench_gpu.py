@@ -158,6 +158,8 @@ def workloads(quick):
     add("(2^22, 64) dim 0", ((1 << 22) // q, 64), 0, cs(0), tcs(0))
     add("(2^24, 8) dim 0", ((1 << 24) // q, 8), 0, cs(0), tcs(0))
     add("(2^20, 512) dim 0", ((1 << 20) // q, 512), 0, cs(0), tcs(0))
+    add("(2^21, 128) dim 0", ((1 << 21) // q, 128), 0, cs(0), tcs(0))
+    add("(4, 2^20, 64) dim 1", (4, (1 << 20) // q, 64), 1, cs(1), tcs(1))
     add("cumprod dim 0", big, 0, lambda x, m: ops.cumprod(x, 0), lambda x, m: torch.cumprod(x, 0),
         inputs="p")
     # Broadcast companions, read in place: a mask / coefficients of one row (1, N) and of one
