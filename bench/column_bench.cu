@@ -282,7 +282,7 @@ void launch_vec(const LaunchContext& ctx, Arena& arena, const Src& src, const Sn
   const auto status = make_chunk_status<typename LanesCombine<Combine, Src::kVec>::state_t>(
       ctx, items, kWarpSize);
   column_vec_kernel<Combine, Src, Snk>
-      <<<grid_size(ctx, items, per_sm), kVecTileThreads, 0, ctx.stream>>>(src, dst, g, status);
+      <<<grid_size(ctx, items, per_sm), g.tile_warps * kWarpSize, 0, ctx.stream>>>(src, dst, g, status);
 }
 
 __global__ void fill_kernel(float* p, int64_t n) {

@@ -209,8 +209,9 @@ struct ColTileGeometry {
   bool exclusive;
   bool reverse;
   // column_vec_kernel: lanes across a row of a band (a power of two; 32 / row_lanes rows
-  // side by side in a warp).
+  // side by side in a warp), and the warps stacked down a tile (the block's).
   int row_lanes = kWarpSize;
+  int tile_warps = 8;
 };
 
 // Work item = row tile r x column band b (b over outer x col_tiles), item = r * bands + b, taken
@@ -443,7 +444,7 @@ __global__ void __launch_bounds__(kWarpTileThreads, 3)
 }
 
 // ---------------------------------------------------------------------------------------
-// column_vec_kernel: a work item is a block's tile of kVecTileWarps * R scan positions x
+// column_vec_kernel: a work item is a block's tile of tile_warps * R scan positions x
 // 32 * V columns, V = the source's vector width (16 bytes: 4 float32 columns per lane).
 // Warp w takes the tile's w-th band of R rows, a lane V adjacent columns (one vector load
 // and one vector store per row); the warps' column totals are combined down the tile in
@@ -484,8 +485,15 @@ struct LanesCombine {
   }
 };
 
+// Warps per tile: 8, two blocks per SM; 16, one block per SM, for fewer than kMinVecBands
+// bands. Measured on the H100 (bench/column_bench.cu, float32 cumsum, share of copy): one
+// band ((2^22, 64), (2^21, 128), (2^24, 8) along dim 0) 69% / 70% / 60% with 8 warps, 73% /
+// 73% / 64% with 16 (a band is one chain of tiles: twice the bytes per link); (2^20, 512)
+// (4 bands) 74-75% either way; (32768, 32768) 88% with 8, 76% with 16 (the block's wait on
+// warp 0's look-back then stalls the whole SM).
 constexpr int kVecTileWarps = 8;
-constexpr int kVecTileThreads = kVecTileWarps * kWarpSize;
+constexpr int kVecTileWarpsFewBands = 16;
+constexpr int kVecTileMaxThreads = kVecTileWarpsFewBands * kWarpSize;
 constexpr int64_t kMinVecBands = 4;  // bands of 32 * V columns
 
 // Rows per lane: 256 bytes of held elements (16 rows of 4 float32 columns, 8 rows of 4
@@ -553,13 +561,15 @@ ColTileGeometry vec_tile_geometry(int64_t outer, int64_t length, int64_t inner,
   constexpr int V = Source::kVec;
   int lanes = kWarpSize;
   while (lanes > 1 && int64_t{lanes / 2} * V >= inner) lanes /= 2;
-  const int64_t rows = int64_t{kVecTileWarps} * (kWarpSize / lanes) * vec_tile_rows<Source>();
-  return ColTileGeometry{outer,     length, inner, ceil_div(inner, int64_t{lanes} * V),
-                         ceil_div(length, rows), flags.exclusive, flags.reverse, lanes};
+  const int64_t col_tiles = ceil_div(inner, int64_t{lanes} * V);
+  const int warps = outer * col_tiles < kMinVecBands ? kVecTileWarpsFewBands : kVecTileWarps;
+  const int64_t rows = int64_t{warps} * (kWarpSize / lanes) * vec_tile_rows<Source>();
+  return ColTileGeometry{outer, length, inner, col_tiles, ceil_div(length, rows),
+                         flags.exclusive, flags.reverse, lanes, warps};
 }
 
 template <class Combine, class Source, class Sink>
-__global__ void __launch_bounds__(kVecTileThreads, 2)
+__global__ void __launch_bounds__(kVecTileMaxThreads, 1)  // (128 registers, as 256 x 2)
     column_vec_kernel(Source src, Sink dst, ColTileGeometry g,
                       ChunkStatus<typename LanesCombine<Combine, Source::kVec>::state_t> status) {
   using state_t = typename Combine::state_t;
@@ -572,14 +582,18 @@ __global__ void __launch_bounds__(kVecTileThreads, 2)
   using Lanes = LanesCombine<Combine, V>;
   using lanes_t = typename Lanes::state_t;
   const int L = g.row_lanes;  // lanes across a row; a warp's rows side by side: 32 / L
-  const int64_t tile_rows = int64_t{kVecTileWarps} * (kWarpSize / L) * R;
-  __shared__ RawArray<state_t, kVecTileWarps * kWarpSize * V> part;  // [warp][lane][v]
-  // The look-back's window: 64 tiles, 32 where a lane's states are 32 bytes (static shared
-  // memory: at most 48 KB). In one band (a narrow or 128-column scan) every tile in flight
+  const int warps = g.tile_warps;  // (blockDim.x / 32)
+  const int64_t tile_rows = int64_t{warps} * (kWarpSize / L) * R;
+  __shared__ RawArray<state_t, kVecTileWarpsFewBands * kWarpSize * V> part;  // [warp][lane][v]
+  // The look-back's window: 64 tiles, 31 where a lane's states are 32 bytes (static shared
+  // memory: at most 48 KB with `part`). In one band (a narrow or 128-column scan) every tile in flight
   // waits on the one above, so the band advances by at most a window of tiles per round of
   // the look-back: measured on the H100 (bench/column_bench.cu, (2^22, 64) along dim 0),
   // a window of 32 tiles 55% of copy, 64 tiles 70%.
-  constexpr int kWindow = sizeof(lanes_t) <= 16 ? 2 * kWarpSize : kWarpSize;
+  constexpr int kWindowFit =
+      static_cast<int>((48 * 1024 - sizeof(part) - 64) / (kWarpSize * sizeof(lanes_t)));
+  constexpr int kWindow = kWindowFit < 2 * kWarpSize ? kWindowFit : 2 * kWarpSize;
+  static_assert(kWindow >= 16, "the look-back window");
   __shared__ RawArray<lanes_t, kWindow * kWarpSize> window;  // [d][lane]
   __shared__ int64_t next_item;
   const int lane = threadIdx.x % kWarpSize;
@@ -649,8 +663,7 @@ __global__ void __launch_bounds__(kVecTileThreads, 2)
 #pragma unroll
       for (int v = 0; v < V; ++v) {
         agg.v[v] = Combine::identity();
-#pragma unroll
-        for (int w = 0; w < kVecTileWarps; ++w) {
+        for (int w = 0; w < warps; ++w) {
           const int j = (w * kWarpSize + lane) * V + v;
           const state_t a = part[j];
           part[j] = agg.v[v];
@@ -662,7 +675,7 @@ __global__ void __launch_bounds__(kVecTileThreads, 2)
       if (rt > 0) {
         detail::warp_publish(status.flags + item, slot(status.aggregate, item), agg, kAggregate);
         // Lane d watches item rt - 1 - d of the band (d < n: the row tiles above exist).
-        const int stop = detail::wait_window<kWindow / kWarpSize>(
+        const int stop = detail::wait_window<(kWindow + kWarpSize - 1) / kWarpSize>(
             [&](int d) { return status.flags + (rt - 1 - d) * bands + band; },
             static_cast<int>(std::min<int64_t>(kWindow, rt)));
         // The window's states, every one in flight at once (copied to shared memory without
@@ -684,8 +697,7 @@ __global__ void __launch_bounds__(kVecTileThreads, 2)
       }
 #pragma unroll
       for (int v = 0; v < V; ++v) {
-#pragma unroll
-        for (int w = 0; w < kVecTileWarps; ++w) {
+        for (int w = 0; w < warps; ++w) {
           const int j = (w * kWarpSize + lane) * V + v;
           part[j] = Combine::combine(carry.v[v], part[j]);
         }
@@ -753,7 +765,8 @@ void scan_columns(const LaunchContext& ctx, const Source& src, const Sink& dst, 
       const auto status = make_chunk_status<typename LanesCombine<Combine, Source::kVec>::state_t>(
           ctx, items, kWarpSize);
       column_vec_kernel<Combine, Source, Sink>
-          <<<grid_size(ctx, items, 2), kVecTileThreads, 0, ctx.stream>>>(src, dst, g, status);
+          <<<grid_size(ctx, items, kVecTileWarpsFewBands / g.tile_warps), g.tile_warps * kWarpSize,
+             0, ctx.stream>>>(src, dst, g, status);
       C10_CUDA_KERNEL_LAUNCH_CHECK();
       return;
     }
