@@ -204,7 +204,7 @@ shapes = [((1,), 0), ((7,), 0), ((2048,), 0), ((2049,), 0), ((100003,), 0), (((1
           ((1000, 40), 0), ((3, 600, 100), 1), ((5000, 64), 0), ((300, 33), 0), ((20000, 3), 1),
           ((600, 2080), 0), ((4, 70, 1000), 1), ((3, 30000), 0),  # column warp tiles; cummax: whole columns
           ((2, 1000, 516), 1), ((333, 1024), 0), ((300, 520), 0),  # column vector tiles (partial bands, row tiles)
-          ((3000, 8), 0), ((2, 1500, 16), 1), ((5, 2100, 12), 1), ((9000, 4), 0)]  # narrow vector tiles
+          ((5000, 8), 0), ((2, 2500, 16), 1), ((5, 2100, 12), 1), ((9000, 4), 0)]  # narrow vector tiles (16 and 8 warps)
 dtypes = [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int8, torch.int16,
           torch.int32, torch.int64, torch.uint8, torch.bool]
 flags = [(False, False), (True, False), (False, True), (True, True)]

@@ -29,7 +29,7 @@ device_p = pytest.mark.parametrize("device", DEVICES)
 # columns (thread per column, tiles, vector tiles), narrow tall columns (three passes, vector
 # tiles).
 SHAPES = [((9, 300), 1), ((5, 20000), 1), ((2, 150000), 1), ((70001,), 0), ((300, 9), 0),
-          ((3, 2100, 40), 1), ((4000, 70), 0), ((20000, 3), 0), ((300, 520), 0), ((3000, 8), 0)]
+          ((3, 2100, 40), 1), ((4000, 70), 0), ((20000, 3), 0), ((300, 520), 0), ((5000, 8), 0)]
 SMALL = SHAPES[:1] + SHAPES[4:5]
 
 
