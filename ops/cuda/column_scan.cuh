@@ -452,11 +452,11 @@ __global__ void __launch_bounds__(kWarpTileThreads, 3)
 // look-back (a window of 64 tiles, as column_warp_kernel), and every warp scans its
 // rows from its carry. Where `inner` is narrower than 32 vectors, a row takes row_lanes
 // lanes (the fewest, a power of two) and a warp's 32 / row_lanes groups of lanes take
-// consecutive runs of R rows (a tile of (2^24, 8) float32: 8 x 16 x 16 rows); per column, the
-// groups' totals are scanned across the warp with shuffles before the warps' are combined.
-// Measured on the H100 (bench/column_bench.cu, float32, one band: single chains of tiles):
-// (2^22, 64) along dim 0 70% of copy, (2^21, 128) 70%, (2^24, 8) 60% (the three passes:
-// 60% / 61% / 55%); 4 bands of (4, 2^20, 64) along dim 1 73%.
+// consecutive runs of R rows (a tile of (2^24, 8) float32, one band: 16 warps x 16 runs x 16
+// rows); per column, the groups' totals are scanned across the warp with shuffles before the
+// warps' are combined. Measured on the H100 (bench/column_bench.cu, float32, one band: single
+// chains of tiles): (2^22, 64) along dim 0 73% of copy, (2^21, 128) 73%, (2^24, 8) 64% (the
+// three passes: 60% / 61% / 55%); 4 bands of (4, 2^20, 64) along dim 1 72-73%.
 //
 // Measured on the H100 (bench/column_bench.cu, float32 cumsum, share of copy): a copy that
 // touches memory in any of these column tile patterns (1, 2 or 4 columns per lane; 8 to 32
@@ -553,8 +553,8 @@ bool vec_columns_ok(const Source& src, const Sink& dst, int64_t inner) {
 
 // column_vec_kernel's tiles for an outer x length x inner problem: a band is 32 vectors of
 // columns, or, where `inner` is narrower, the fewest lanes (a power of two) that cover a row,
-// with 32 / row_lanes runs of R rows side by side in each warp (a tile of 16 x 128 rows of 8
-// float32 columns).
+// with 32 / row_lanes runs of R rows side by side in each warp (8 float32 columns: 16 runs of
+// 16 rows per warp); 16 warps per tile below kMinVecBands bands, else 8.
 template <class Source>
 ColTileGeometry vec_tile_geometry(int64_t outer, int64_t length, int64_t inner,
                                   ScanFlags flags) {
@@ -586,9 +586,9 @@ __global__ void __launch_bounds__(kVecTileMaxThreads, 1)  // (128 registers, as 
   const int64_t tile_rows = int64_t{warps} * (kWarpSize / L) * R;
   __shared__ RawArray<state_t, kVecTileWarpsFewBands * kWarpSize * V> part;  // [warp][lane][v]
   // The look-back's window: 64 tiles, 31 where a lane's states are 32 bytes (static shared
-  // memory: at most 48 KB with `part`). In one band (a narrow or 128-column scan) every tile in flight
-  // waits on the one above, so the band advances by at most a window of tiles per round of
-  // the look-back: measured on the H100 (bench/column_bench.cu, (2^22, 64) along dim 0),
+  // memory: at most 48 KB with `part`). In one band (a narrow or 128-column scan) every tile
+  // in flight waits on the one above, so the band advances by at most a window of tiles per
+  // round of the look-back: measured on the H100 (bench/column_bench.cu, (2^22, 64) along dim 0),
   // a window of 32 tiles 55% of copy, 64 tiles 70%.
   constexpr int kWindowFit =
       static_cast<int>((48 * 1024 - sizeof(part) - 64) / (kWarpSize * sizeof(lanes_t)));
