@@ -101,7 +101,9 @@ def plot(path: Path, out: Path | None = None) -> Path:
     rows = [r for r in data.get("rows", []) if isinstance(r, dict)]
     if not rows:
         raise ValueError(f"{path}: no rows")
-    keys = _share_keys(rows)
+    # Series with no measured value in the record (NaN or missing everywhere) get no bars and
+    # no legend entry.
+    keys = [k for k in _share_keys(rows) if any(_is_number(r.get(k)) for r in rows)]
     if not keys:
         raise ValueError(f"{path}: no *_share values in the rows")
     reference = _reference(rows)
