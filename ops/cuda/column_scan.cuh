@@ -211,7 +211,7 @@ struct ColTileGeometry {
   // column_vec_kernel: lanes across a row of a band (a power of two; 32 / row_lanes rows
   // side by side in a warp), and the warps stacked down a tile (the block's).
   int row_lanes = kWarpSize;
-  int tile_warps = 8;
+  int tile_warps = 8;  // (kVecTileWarps; vec_tile_geometry sets it)
 };
 
 // Work item = row tile r x column band b (b over outer x col_tiles), item = r * bands + b, taken

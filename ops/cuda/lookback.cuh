@@ -98,6 +98,9 @@ __device__ __forceinline__ T load_cg(const T* p) {
 
 // An asynchronous copy of a state (a multiple of 16 bytes) from global memory (L2) to shared
 // memory, without registers (cp.async.cg); copy_async_wait waits for the thread's copies.
+// Written as PTX rather than through cuda::memcpy_async / __pipeline_memcpy_async: the
+// look-back's states are written by other SMs, so the copy must bypass L1 (.cg), which those
+// interfaces do not let the caller choose.
 template <class T>
 __device__ __forceinline__ void copy_async_cg(T* shared, const T* global) {
   static_assert(sizeof(T) % 16 == 0 && alignof(T) >= 16, "16-byte copies");
