@@ -747,13 +747,30 @@ struct Scheduler {
   }
 
   // The chained scans hand consecutive blocks to the workers in turn, so the workers' output
-  // chunks interleave: populating them measured faster at 2 threads (2-core VM, 2^26 float32
-  // 1-D: 104 -> 89 ms) but slower from 4 (16-core Xeon, 1-D: 4 threads 68 -> 71 ms, 8: 35 ->
-  // 64, 16: 22 -> 45; (N/64, 64) dim 0 alike), where the faults are left as they are.
+  // chunks interleave: populating them chunk by chunk measured faster at 2 threads (2-core VM,
+  // 2^26 float32 1-D: 104 -> 89 ms) but slower from 4 (16-core Xeon, 1-D: 4 threads 68 -> 71
+  // ms, 8: 35 -> 64, 16: 22 -> 45; (N/64, 64) dim 0 alike: many small calls from every thread
+  // at once). From 3 threads the whole output is populated first instead, by all the threads
+  // over contiguous ranges (prefault_all), as bench_cpu.py's floor populates its copy's.
   static Ctx chained_ctx(const Ctx& c, int64_t threads) {
     Ctx r = c;
-    r.prefault = c.prefault && threads <= 2;
+    if (c.prefault && threads > 2) {
+      prefault_all(c);
+      r.prefault = false;
+    }
     return r;
+  }
+
+  // Populates every output page, the output split into one contiguous range per thread; for
+  // the schedules whose workers' stores are not contiguous chunks of kPrefaultBytes (the
+  // chained scans from 3 threads, column items whose rows are short slices of the output
+  // rows): one large call per thread instead of a fault per page. The pages' zeroed lines
+  // have left the caches by the time of the stores (every page goes to memory twice), which
+  // per-chunk populating avoids where it applies.
+  static void prefault_all(const Ctx& c) {
+    const int64_t total = c.outer * c.n * c.inner;
+    at::parallel_for(0, total, std::max<int64_t>(1, kPrefaultBytes / c.out_size),
+                     [&](int64_t b, int64_t e) { prefault_range(c, b, e); });
   }
 
   static void run(const Ctx& c, int64_t block_elems) {
@@ -857,7 +874,18 @@ struct Scheduler {
       int64_t W = std::clamp<int64_t>(round16((inner + per_outer - 1) / per_outer), 16, kMaxColWidth);
       W = std::min(W, inner);
       const int64_t ncb = (inner + W - 1) / W, items = c.outer * ncb;
-      at::parallel_for(0, items, std::max<int64_t>(1, kGrain / std::max<int64_t>(1, n * W)),
+      const int64_t grain = std::max<int64_t>(1, kGrain / std::max<int64_t>(1, n * W));
+      // A task's columns: a slice of every row too short to populate row by row (see
+      // col_walk_out) when the items are spread over several threads: the whole output is
+      // populated first ((4096, 16384) dim 0 at 16 threads: 1024 columns, 4 KB a row).
+      Ctx cc = c;
+      const int64_t task_cols = std::min(inner, std::max(grain, (items + threads - 1) / threads) * W);
+      if (c.prefault && threads > 1 && task_cols < inner &&
+          task_cols * c.out_size < kPrefaultBytes / 8) {
+        prefault_all(c);
+        cc.prefault = false;
+      }
+      at::parallel_for(0, items, grain,
                        [&](int64_t b, int64_t e) {
                          [[maybe_unused]] const typename K::Guard guard{};
                          // A task's items of one outer index are side by side: walked together
@@ -870,7 +898,7 @@ struct Scheduler {
                            const int64_t span = std::min(inner, (ie - o * ncb) * W) - i0;
                            for (int64_t j = 0; j < ie - it; ++j)
                              K::col_identity(L.data() + j * KC * W, std::min(W, span - j * W));
-                           col_walk_out(c, o, i0, span, W, 0, n, L.data(), nullptr);
+                           col_walk_out(cc, o, i0, span, W, 0, n, L.data(), nullptr);
                            it = ie;
                          }
                          K::finish(c);
