@@ -671,9 +671,13 @@ __global__ void __launch_bounds__(kVecTileMaxThreads, 1)  // (128 registers, as 
         }
       }
       auto slot = [&](lanes_t* base, int64_t it) { return base + it * kWarpSize + lane; };
+      // In a narrow band the 32 / L lanes of a column hold the same states: its first lane
+      // (lane < L) publishes and copies them, the others read that lane's copy (lane % L).
+      const bool lead = lane < L;
       lanes_t carry = Lanes::identity();
       if (rt > 0) {
-        detail::warp_publish(status.flags + item, slot(status.aggregate, item), agg, kAggregate);
+        detail::warp_publish(status.flags + item, slot(status.aggregate, item), agg, kAggregate,
+                             lead);
         // Lane d watches item rt - 1 - d of the band (d < n: the row tiles above exist).
         const int stop = detail::wait_window<(kWindow + kWarpSize - 1) / kWarpSize>(
             [&](int d) { return status.flags + (rt - 1 - d) * bands + band; },
@@ -683,17 +687,21 @@ __global__ void __launch_bounds__(kVecTileMaxThreads, 1)  // (128 registers, as 
         // band of (2^22, 64) along dim 0, whose windows are full): loading them 4 at a time
         // into registers (8 spilled), one L2 round trip per 4 tiles, 36% of copy; this way
         // (with a window of 32), 55%.
-        for (int d = 0; d <= stop; ++d) {
-          const int64_t j = (rt - 1 - d) * bands + band;
-          detail::copy_async_cg(&window[d * kWarpSize + lane],
-                                slot(d == stop ? status.inclusive : status.aggregate, j));
+        if (lead) {
+          for (int d = 0; d <= stop; ++d) {
+            const int64_t j = (rt - 1 - d) * bands + band;
+            detail::copy_async_cg(&window[d * kWarpSize + lane],
+                                  slot(d == stop ? status.inclusive : status.aggregate, j));
+          }
         }
         detail::copy_async_wait();
-        carry = fold_left<Lanes, 4>(stop + 1, [&](int d) { return window[d * kWarpSize + lane]; });
+        __syncwarp();  // the lead lanes' copies, visible to the others
+        const int from = lane % L;
+        carry = fold_left<Lanes, 4>(stop + 1, [&](int d) { return window[d * kWarpSize + from]; });
       }
       if (rt + 1 < g.row_tiles) {  // the last row tile has no successor
         detail::warp_publish(status.flags + item, slot(status.inclusive, item),
-                             Lanes::combine(carry, agg), kInclusive);
+                             Lanes::combine(carry, agg), kInclusive, lead);
       }
 #pragma unroll
       for (int v = 0; v < V; ++v) {

@@ -152,12 +152,14 @@ __device__ __forceinline__ unsigned load_acquire(const unsigned* p) {
   return v;
 }
 
-// Called by the 32 lanes of a warp: each lane's state s to *state (its own slot), then, once
-// every lane's store is visible, lane 0 sets *flag to v (release): a reader that acquires the
-// flag sees all 32 states.
+// Called by the 32 lanes of a warp: each lane's state s to *state (its own slot; only the
+// lanes with `write`, where others hold copies of their states), then, once every lane's
+// store is visible, lane 0 sets *flag to v (release): a reader that acquires the flag sees
+// all 32 states.
 template <class T>
-__device__ __forceinline__ void warp_publish(unsigned* flag, T* state, const T& s, unsigned v) {
-  store_cg(state, s);
+__device__ __forceinline__ void warp_publish(unsigned* flag, T* state, const T& s, unsigned v,
+                                             bool write = true) {
+  if (write) store_cg(state, s);
   __threadfence();
   __syncwarp();
   if (threadIdx.x % 32 == 0) store_release(flag, v);
