@@ -45,6 +45,8 @@ enum class CombineKind : int { Sum = 0, Prod = 1, Affine = 2, LogAddExp = 3, Max
 //   selects           true: combine returns one of its operands (rounds nothing), so the
 //                     result is the same bits under any association
 //   value(s)          the scalar written to the output for a state (cast to out_t)
+// and optionally `runs` (with run_t, run_begin, run_push, run_value): consecutive elements
+// walked by one thread without a chain of combines (LogAddExpCombine).
 // Back ends written against this interface need nothing else from an op.
 
 template <typename T>
@@ -199,6 +201,33 @@ struct LogAddExpCombine {
   template <typename in_t>
   static SCANOPS_HD state_t lift(in_t v) { return static_cast<state_t>(v); }
   static SCANOPS_HD acc_t value(state_t s) { return s; }
+
+  // Runs (real types only, `runs`): a back end may walk consecutive elements of one thread
+  // from a state s without a chain of combines, in the "online" form of the CPU kernel
+  // (scan_cpu_lse_avx2.h): run_t (m, t), m the running maximum and t the sum of exp(x - m)
+  // over the run less the maximum's own 1, so the state is m + log1p(t). An element costs a
+  // max and an FMA on the chain from one element to the next; its exp and the log1p of an
+  // output are off it (combine puts an exp and a log1p on it). The bits differ from those of
+  // combine's chain (fixed for a fixed walk: reproducible), the accuracy does not: both are
+  // within a few ulp of the exact value (docs/design.md). Special values as combine: equal
+  // operands (infinities included) add 1 to t (an all -inf run stays -inf), NaN makes t NaN.
+  static constexpr bool runs = !is_complex<acc_t>::value;
+  struct run_t {
+    acc_t m;
+    acc_t t;
+  };
+  static SCANOPS_HD run_t run_begin(state_t s) { return {s, acc_t(0)}; }
+  static SCANOPS_HD void run_push(run_t& r, state_t x) {
+    const acc_t d = x - r.m;
+    const acc_t a = x == r.m ? acc_t(1) : lse_exp(-(d < acc_t(0) ? -d : d));  // exp(-|x - m|)
+    if (d > acc_t(0)) {  // a new maximum: t' = (1 + t) a
+      r.t = r.t * a + a;
+      r.m = x;
+    } else {
+      r.t = r.t + a;
+    }
+  }
+  static SCANOPS_HD state_t run_value(const run_t& r) { return r.m + lse_log1p(r.t); }
 };
 
 // cummax / cummin: the running extremum and the position it came from. combine(a, b) (a earlier

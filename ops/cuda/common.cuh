@@ -29,6 +29,14 @@ constexpr int kWarpSize = 32;
 
 constexpr int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+// Combine::runs where a combine has it (logcumsumexp of real types, ops/combine.h), else false.
+template <class C, class = void>
+struct CombineRuns : std::false_type {};
+template <class C>
+struct CombineRuns<C, std::void_t<decltype(C::runs)>> : std::bool_constant<C::runs> {};
+template <class C>
+constexpr bool combine_runs = CombineRuns<C>::value;
+
 // A grid of `blocks` blocks, capped at `per_sm` blocks per SM (the kernels grid-stride).
 inline unsigned grid_size(const LaunchContext& ctx, int64_t blocks, int64_t per_sm) {
   return static_cast<unsigned>(std::max<int64_t>(1, std::min(blocks, ctx.sms * per_sm)));
