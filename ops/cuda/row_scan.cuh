@@ -41,6 +41,14 @@ constexpr int kRowWarps = kRowThreads / kWarpSize;
 #define SCANOPS_ROW_BYTES 128
 #endif
 
+// Look-back chunks of combines with runs (logcumsumexp): this many tiles (128 KB of float32
+// or float64 input), their threads' aggregates kept in shared memory from the chunk's reduce
+// to its scan (row_scan_kernel). Measured on the H100 (bench_gpu, float32 logcumsumexp, share
+// of copy, 1-D 2^28 / (64, 2^22)): runs with 2-tile chunks recomputing the aggregates 24% /
+// 27%, keeping them 27% / 30%; 4 tiles 33-34% / 34%; 6 and 8 tiles 33-34% (torch eager 35%
+// / 6%); 1 tile 17% / 19%.
+constexpr int kRunChunkTiles = 4;
+
 constexpr int pow2_floor(int v) { return v <= 1 ? 1 : 2 * pow2_floor(v / 2); }
 
 // Items (consecutive scan positions) per thread for a Source/Sink pair: SCANOPS_ROW_BYTES of
@@ -105,7 +113,7 @@ struct RowTile {
   static_assert(kItems <= 64 && kItems % Source::kVec == 0 && kItems % Sink::kVec == 0);
   // A thread walks its items as a run (Combine::runs: logcumsumexp of real types) rather than
   // a chain of combines: on the H100, (32768, 32768) float32 logcumsumexp rows went from 42%
-  // of copy (an exp and a log1p on the chain per item, twice) to XX%.
+  // of copy (an exp and a log1p on the chain per item, twice) to 50%, 1-D 19% -> 24%.
   static constexpr bool kRuns = combine_runs<Combine>;
 
   // A warp's buffer holds its held elements on the way in and its lowered ones on the way
@@ -133,7 +141,7 @@ struct RowTile {
   template <class CarryOp>
   static __device__ state_t scan(Storage& st, const Source& src, const Sink& dst, int64_t lo, int n,
                                  int seg, int64_t pos0, CarryOp&& carry_op, bool reverse,
-                                 bool exclusive) {
+                                 bool exclusive, const state_t* thread_agg = nullptr) {
     const int lane = threadIdx.x % kWarpSize;
     const int warp = threadIdx.x / kWarpSize;
     const int wq = warp * kWarpItems;   // the warp's first scan position in the tile
@@ -166,16 +174,22 @@ struct RowTile {
     state_t total;
     if constexpr (kRuns) {  // (see Combine::runs: no combine chain through the items)
       auto r = Combine::run_begin(src.lift_held(h[0]));
+      state_t agg;
+      if (thread_agg != nullptr) {  // (seg == 0) the thread's aggregate as reduce found it
+        agg = thread_agg[threadIdx.x];
+      } else {
 #pragma unroll
-      for (int k = 1; k < kItems; ++k) {
-        const state_t x = src.lift_held(h[k]);
-        if ((heads >> k) & 1u) {
-          r = Combine::run_begin(x);
-        } else {
-          Combine::run_push(r, x);
+        for (int k = 1; k < kItems; ++k) {
+          const state_t x = src.lift_held(h[k]);
+          if ((heads >> k) & 1u) {
+            r = Combine::run_begin(x);
+          } else {
+            Combine::run_push(r, x);
+          }
         }
+        agg = Combine::run_value(r);
       }
-      const state_t s = Scan::exclusive_scan(st.scan, heads != 0, Combine::run_value(r), carry_op, total);
+      const state_t s = Scan::exclusive_scan(st.scan, heads != 0, agg, carry_op, total);
       r = Combine::run_begin(s);
 #pragma unroll
       for (int k = 0; k < kItems; ++k) {
@@ -217,8 +231,9 @@ struct RowTile {
 
   // The combined state of the tile [lo, lo + n) of one line (seg == 0) in scan order, as
   // scan would return it from an identity carry; writes nothing. Block-wide.
+  // thread_agg (runs only): each thread's aggregate is kept there for scan.
   static __device__ state_t reduce(Storage& st, const Source& src, int64_t lo, int n, int64_t pos0,
-                                   bool reverse) {
+                                   bool reverse, state_t* thread_agg = nullptr) {
     const int lane = threadIdx.x % kWarpSize;
     const int warp = threadIdx.x / kWarpSize;
     held_t* hbuf = &st.exchange[warp].held[0];
@@ -232,6 +247,7 @@ struct RowTile {
 #pragma unroll
       for (int k = 1; k < kItems; ++k) Combine::run_push(r, src.lift_held(hbuf[padded(lane * kItems + k)]));
       a = Combine::run_value(r);
+      if (thread_agg != nullptr) thread_agg[threadIdx.x] = a;
     } else {
       a = src.lift_held(hbuf[padded(lane * kItems)]);
 #pragma unroll
@@ -399,6 +415,10 @@ __global__ void __launch_bounds__(kRowThreads, kRowMinBlocks<Source, Sink, kItem
   __shared__ typename LookBack<Combine>::Storage lookback_storage;
   __shared__ int64_t next_item;
   __shared__ RawArray<state_t, 1> chunk_carry;
+  // Runs: the threads' aggregates of a look-back chunk's tiles, from its reduce to its scan
+  // (an exp per element less; see kRunChunkTiles).
+  constexpr int kKeptTiles = Tile::kRuns ? kRunChunkTiles : 0;
+  __shared__ RawArray<state_t, kKeptTiles * kRowThreads + 1> kept_agg;
 
   const bool packed = g.rows_per_tile > 0;
   const int64_t row_tiles = ceil_div(g.length, kTile);
@@ -461,7 +481,9 @@ __global__ void __launch_bounds__(kRowThreads, kRowMinBlocks<Source, Sink, kItem
         int64_t lo, pos0;
         int n;
         tile_range(t, lo, n, pos0);
-        agg = Combine::combine(agg, Tile::reduce(storage, src, lo, n, pos0, g.reverse));
+        state_t* keep = nullptr;
+        if constexpr (kKeptTiles > 0) keep = &kept_agg[(t - t0) * kRowThreads];
+        agg = Combine::combine(agg, Tile::reduce(storage, src, lo, n, pos0, g.reverse, keep));
       }
       lb.first = row * row_chunks;
       if constexpr (kOverlap) {
@@ -489,7 +511,8 @@ __global__ void __launch_bounds__(kRowThreads, kRowMinBlocks<Source, Sink, kItem
             }
             return carry;
           },
-          g.reverse, g.exclusive);
+          g.reverse, g.exclusive,
+          (kKeptTiles > 0 && g.lookback) ? &kept_agg[(t - t0) * kRowThreads] : nullptr);
       carry_pending = false;
     }
   }
@@ -517,6 +540,7 @@ constexpr int64_t kMaxRowModeTiles = 4;   // rows of at most this many tiles: bl
 #endif
 template <class Combine, class Source, class Sink, int kItems>
 int lookback_chunk_tiles(int64_t tile) {
+  if constexpr (combine_runs<Combine>) return kRunChunkTiles;
   constexpr bool halve =
       lookback_packs<typename Combine::state_t> &&
       kRowMinBlocks<Source, Sink, kItems> == 4;
