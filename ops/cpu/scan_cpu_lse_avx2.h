@@ -265,5 +265,83 @@ static void lse_col_walk_impl(const T* in, T* out, int64_t n, int64_t inner, boo
   }
 }
 
+// The state of a run of states a then b (a earlier): (max, the other's 1 + t scaled to it);
+// equal maxima (infinities included) keep both 1s but one; NaN in t propagates.
+static inline LseState lse_combine(const LseState& a, const LseState& b) {
+  if (a.m == b.m) return {a.m, a.t + b.t + 1.0};
+  if (a.m > b.m) return {a.m, a.t + (1.0 + b.t) * std::exp(b.m - a.m)};
+  return {b.m, (1.0 + a.t) * std::exp(a.m - b.m) + b.t};
+}
+
+// The state of elements [lo, hi) of `in` taken together (a block's total, independent of any
+// carry): m their maximum (NaN read as -inf), t = (k - 1) + the sum of exp(x - m) over the
+// elements below m, k of them equal to m; NaN if any element is NaN. Two passes over the
+// block (from cache), four lanes of four accumulators each, then the lanes in a fixed order:
+// the bits depend on the block alone. An exp per element, no log, no chain: a fraction of a
+// walk's cost.
+template <class T>
+static LseState lse_block_total(const T* in, int64_t lo, int64_t hi) {
+  const __m256d ninf = _mm256_set1_pd(-__builtin_inf());
+  __m256d mv[4] = {ninf, ninf, ninf, ninf}, nanv = _mm256_setzero_pd();
+  int64_t i = lo;
+  for (; i + 16 <= hi; i += 16) {
+    for (int u = 0; u < 4; ++u) {
+      const __m256d x = load4(in + i + 4 * u);
+      const __m256d nan = _mm256_cmp_pd(x, x, _CMP_UNORD_Q);
+      nanv = _mm256_or_pd(nanv, nan);
+      mv[u] = _mm256_max_pd(mv[u], _mm256_blendv_pd(x, ninf, nan));
+    }
+  }
+  double m = -__builtin_inf();
+  bool nan = _mm256_movemask_pd(nanv) != 0;
+  alignas(32) double lanes[4];
+  for (int u = 0; u < 4; ++u) {
+    _mm256_store_pd(lanes, mv[u]);
+    for (double v : lanes) m = v > m ? v : m;
+  }
+  for (int64_t j = i; j < hi; ++j) {
+    const double x = static_cast<double>(in[j]);
+    if (x != x) {
+      nan = true;
+    } else if (x > m) {
+      m = x;
+    }
+  }
+  if (nan) return {m, __builtin_nan("")};
+  if (!(m - m == 0.0)) {  // m = +-inf (or nothing finite): the k copies of m count, the rest 0
+    double k = 0;
+    for (int64_t j = lo; j < hi; ++j) k += static_cast<double>(in[j]) == m ? 1.0 : 0.0;
+    return {m, k > 0 ? k - 1.0 : 0.0};
+  }
+  const __m256d mb = _mm256_set1_pd(m), one = _mm256_set1_pd(1.0);
+  __m256d sv[4] = {_mm256_setzero_pd(), _mm256_setzero_pd(), _mm256_setzero_pd(), _mm256_setzero_pd()};
+  __m256d kv[4] = {_mm256_setzero_pd(), _mm256_setzero_pd(), _mm256_setzero_pd(), _mm256_setzero_pd()};
+  for (i = lo; i + 16 <= hi; i += 16) {
+    for (int u = 0; u < 4; ++u) {
+      const __m256d x = load4(in + i + 4 * u);
+      const __m256d eq = _mm256_cmp_pd(x, mb, _CMP_EQ_OQ);
+      const __m256d e = lse_exp(_mm256_sub_pd(x, mb));  // x <= m: exp <= 1 (x = -inf: 0)
+      sv[u] = _mm256_add_pd(sv[u], _mm256_andnot_pd(eq, e));
+      kv[u] = _mm256_add_pd(kv[u], _mm256_and_pd(eq, one));
+    }
+  }
+  double t = 0, k = 0;
+  for (int u = 0; u < 4; ++u) {
+    _mm256_store_pd(lanes, sv[u]);
+    for (double v : lanes) t += v;
+    _mm256_store_pd(lanes, kv[u]);
+    for (double v : lanes) k += v;
+  }
+  for (int64_t j = i; j < hi; ++j) {
+    const double x = static_cast<double>(in[j]);
+    if (x == m) {
+      k += 1.0;
+    } else {
+      t += std::exp(x - m);
+    }
+  }
+  return {m, (k - 1.0) + t};
+}
+
 #undef SCANOPS_AI
 }  // namespace avx2
