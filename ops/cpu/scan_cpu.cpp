@@ -937,7 +937,7 @@ struct Scheduler {
                          std::vector<cst_t> L(static_cast<size_t>(KC * W * std::min(ncb, e - b)));
                          for (int64_t it = b; it < e;) {
                            const int64_t o = it / ncb, i0 = (it % ncb) * W;
-                           const int64_t ie = std::min({e, (o + 1) * ncb});
+                           const int64_t ie = std::min(e, (o + 1) * ncb);
                            const int64_t span = std::min(inner, (ie - o * ncb) * W) - i0;
                            const int64_t Wk = span <= kMaxColWidth ? span : W;
                            for (int64_t j = 0; j * Wk < span; ++j)

@@ -182,40 +182,22 @@ struct ColumnRun {
                  ? src.hold_at(idx0 + k * step, reverse ? length - 1 - (s0 + k) : s0 + k)
                  : Source::held_identity();
     }
-    if constexpr (combine_runs<Combine>) {  // (logcumsumexp: see RowTile::kRuns)
-      auto r = Combine::run_begin(src.lift_held(x[0]));
+    auto w = Walk<Combine>::begin(src.lift_held(x[0]));
 #pragma unroll
-      for (int k = 1; k < R; ++k) Combine::run_push(r, src.lift_held(x[k]));
-      return Combine::run_value(r);
-    } else {
-      state_t total = src.lift_held(x[0]);
-#pragma unroll
-      for (int k = 1; k < R; ++k) total = Combine::combine(total, src.lift_held(x[k]));
-      return total;
-    }
+    for (int k = 1; k < R; ++k) w.push(src.lift_held(x[k]));
+    return w.value();
   }
   template <class Sink>
   __device__ __forceinline__ void scan_store(const Source& src, const Sink& dst, state_t carry,
                                              bool exclusive) const {
     if (!active) return;
-    if constexpr (combine_runs<Combine>) {
-      auto r = Combine::run_begin(carry);
+    auto w = Walk<Combine>::begin(carry);
 #pragma unroll
-      for (int k = 0; k < R; ++k) {
-        if (k < m) {
-          const state_t before = exclusive ? Combine::run_value(r) : state_t{};
-          Combine::run_push(r, src.lift_held(x[k]));
-          dst.store(idx0 + k * step, exclusive ? before : Combine::run_value(r));
-        }
-      }
-    } else {
-#pragma unroll
-      for (int k = 0; k < R; ++k) {
-        if (k < m) {
-          const state_t before = carry;
-          carry = Combine::combine(carry, src.lift_held(x[k]));
-          dst.store(idx0 + k * step, exclusive ? before : carry);
-        }
+    for (int k = 0; k < R; ++k) {
+      if (k < m) {
+        const state_t before = exclusive ? w.value() : state_t{};  // (runs: no log1p unused)
+        w.push(src.lift_held(x[k]));
+        dst.store(idx0 + k * step, exclusive ? before : w.value());
       }
     }
   }

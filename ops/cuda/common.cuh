@@ -37,6 +37,27 @@ struct CombineRuns<C, std::void_t<decltype(C::runs)>> : std::bool_constant<C::ru
 template <class C>
 constexpr bool combine_runs = CombineRuns<C>::value;
 
+// One thread's walk over consecutive elements (lifted states) in scan order: begin(s) starts
+// it from a state, push(x) takes the next element, value() is the state after the last one.
+// A chain of Combine::combine, or Combine's runs where it has them (combine_runs: no combine
+// chain through the elements). The tile agents' per-thread loops are written once on it.
+template <class Combine, bool = combine_runs<Combine>>
+struct Walk {
+  using state_t = typename Combine::state_t;
+  state_t s;
+  static __device__ __forceinline__ Walk begin(const state_t& x) { return Walk{x}; }
+  __device__ __forceinline__ void push(const state_t& x) { s = Combine::combine(s, x); }
+  __device__ __forceinline__ state_t value() const { return s; }
+};
+template <class Combine>
+struct Walk<Combine, true> {
+  using state_t = typename Combine::state_t;
+  typename Combine::run_t r;
+  static __device__ __forceinline__ Walk begin(const state_t& x) { return Walk{Combine::run_begin(x)}; }
+  __device__ __forceinline__ void push(const state_t& x) { Combine::run_push(r, x); }
+  __device__ __forceinline__ state_t value() const { return Combine::run_value(r); }
+};
+
 // A grid of `blocks` blocks, capped at `per_sm` blocks per SM (the kernels grid-stride).
 inline unsigned grid_size(const LaunchContext& ctx, int64_t blocks, int64_t per_sm) {
   return static_cast<unsigned>(std::max<int64_t>(1, std::min(blocks, ctx.sms * per_sm)));

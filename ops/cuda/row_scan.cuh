@@ -172,57 +172,37 @@ struct RowTile {
     // share its memory), then the rescan from the prefix the thread's items continue.
     lowered_t* obuf = &st.exchange[warp].lowered[0];
     state_t total;
-    if constexpr (kRuns) {  // (see Combine::runs: no combine chain through the items)
-      auto r = Combine::run_begin(src.lift_held(h[0]));
-      state_t agg;
-      if (thread_agg != nullptr) {  // (seg == 0) the thread's aggregate as reduce found it
-        agg = thread_agg[threadIdx.x];
-      } else {
-#pragma unroll
-        for (int k = 1; k < kItems; ++k) {
-          const state_t x = src.lift_held(h[k]);
-          if ((heads >> k) & 1u) {
-            r = Combine::run_begin(x);
-          } else {
-            Combine::run_push(r, x);
-          }
-        }
-        agg = Combine::run_value(r);
-      }
-      const state_t s = Scan::exclusive_scan(st.scan, heads != 0, agg, carry_op, total);
-      r = Combine::run_begin(s);
-#pragma unroll
-      for (int k = 0; k < kItems; ++k) {
-        const bool head = (heads >> k) & 1u;
-        const state_t x = src.lift_held(h[k]);
-        lowered_t y{};
-        if (exclusive) y = Sink::lower(head ? Combine::identity() : Combine::run_value(r));
-        if (head) {
-          r = Combine::run_begin(x);
-        } else {
-          Combine::run_push(r, x);
-        }
-        if (!exclusive) y = Sink::lower(Combine::run_value(r));
-        obuf[padded(lane * kItems + k)] = y;
-      }
+    // (Walk: a chain of combines, or Combine's runs, see kRuns.)
+    auto w = Walk<Combine>::begin(src.lift_held(h[0]));
+    state_t agg;
+    if (thread_agg != nullptr) {  // (seg == 0) the thread's aggregate as reduce found it
+      agg = thread_agg[threadIdx.x];
     } else {
-      state_t agg = src.lift_held(h[0]);
 #pragma unroll
       for (int k = 1; k < kItems; ++k) {
         const state_t x = src.lift_held(h[k]);
-        agg = ((heads >> k) & 1u) ? x : Combine::combine(agg, x);
+        if ((heads >> k) & 1u) {
+          w = Walk<Combine>::begin(x);
+        } else {
+          w.push(x);
+        }
       }
-      state_t s = Scan::exclusive_scan(st.scan, heads != 0, agg, carry_op, total);
+      agg = w.value();
+    }
+    w = Walk<Combine>::begin(Scan::exclusive_scan(st.scan, heads != 0, agg, carry_op, total));
 #pragma unroll
-      for (int k = 0; k < kItems; ++k) {
-        const bool head = (heads >> k) & 1u;
-        const state_t x = src.lift_held(h[k]);
-        lowered_t y{};
-        if (exclusive) y = Sink::lower(head ? Combine::identity() : s);
-        s = head ? x : Combine::combine(s, x);
-        if (!exclusive) y = Sink::lower(s);
-        obuf[padded(lane * kItems + k)] = y;
+    for (int k = 0; k < kItems; ++k) {
+      const bool head = (heads >> k) & 1u;
+      const state_t x = src.lift_held(h[k]);
+      lowered_t y{};
+      if (exclusive) y = Sink::lower(head ? Combine::identity() : w.value());
+      if (head) {
+        w = Walk<Combine>::begin(x);
+      } else {
+        w.push(x);
       }
+      if (!exclusive) y = Sink::lower(w.value());
+      obuf[padded(lane * kItems + k)] = y;
     }
     __syncwarp();
     store_striped(dst, obuf, lo, n, wq, reverse, lane);
@@ -241,20 +221,11 @@ struct RowTile {
     __syncwarp();
     load_striped(src, hbuf, lo, n, 0, pos0, wq, reverse, lane);
     __syncwarp();
-    state_t a;
-    if constexpr (kRuns) {
-      auto r = Combine::run_begin(src.lift_held(hbuf[padded(lane * kItems)]));
+    auto w = Walk<Combine>::begin(src.lift_held(hbuf[padded(lane * kItems)]));
 #pragma unroll
-      for (int k = 1; k < kItems; ++k) Combine::run_push(r, src.lift_held(hbuf[padded(lane * kItems + k)]));
-      a = Combine::run_value(r);
-      if (thread_agg != nullptr) thread_agg[threadIdx.x] = a;
-    } else {
-      a = src.lift_held(hbuf[padded(lane * kItems)]);
-#pragma unroll
-      for (int k = 1; k < kItems; ++k) {
-        a = Combine::combine(a, src.lift_held(hbuf[padded(lane * kItems + k)]));
-      }
-    }
+    for (int k = 1; k < kItems; ++k) w.push(src.lift_held(hbuf[padded(lane * kItems + k)]));
+    const state_t a = w.value();
+    if (thread_agg != nullptr) thread_agg[threadIdx.x] = a;
     state_t total;
     Scan::exclusive_scan(st.scan, false, a, [](const state_t&) { return Combine::identity(); },
                          total);
