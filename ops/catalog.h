@@ -79,11 +79,13 @@ inline const at::Tensor* optional_ptr(const std::optional<at::Tensor>& t) {
   }                                                                                            \
   inline at::Tensor linear_recurrence_fused##SUFFIX(                                           \
       const at::Tensor& a, const at::Tensor& x, int64_t dim, bool exclusive, bool reverse,     \
-      bool scale_x, const std::optional<at::Tensor>& add, const std::optional<at::Tensor>& mul) { \
+      bool scale_x, const std::optional<at::Tensor>& add, const std::optional<at::Tensor>& mul, \
+      bool shift_mul) {                                                                        \
     ScanOperands in{x, nullptr, &a, "x", "a"};                                                 \
     in.add = optional_ptr(add);                                                                \
     in.mul = optional_ptr(mul);                                                                \
     in.scale_input = scale_x;                                                                  \
+    in.shift_mul = shift_mul;                                                                  \
     return ENGINE(linear_recurrence_fused_spec(exclusive, reverse), in, dim, std::nullopt);    \
   }                                                                                            \
   inline std::tuple<at::Tensor, at::Tensor> cummax##SUFFIX(const at::Tensor& self, int64_t dim, \

@@ -145,6 +145,8 @@ int64_t check_scan_args(const ScanSpec& spec, const ScanOperands& in, int64_t di
                 " but the result has dtype ", out_dtype, "; it must match, or be bool");
     check_companion(spec, self, in.self_name, *in.mul, "mul");
   }
+  TORCH_CHECK(!in.shift_mul || (in.mul != nullptr && in.mul->defined()), op,
+              ": shift_mul needs a tensor 'mul'");
   if (in.coeff != nullptr) {
     TORCH_CHECK(!in.coeff->defined() || in.coeff->scalar_type() == self.scalar_type(), op,
                 ": argument '", in.coeff_name, "' has dtype ", in.coeff->scalar_type(),
@@ -209,6 +211,16 @@ std::optional<BroadcastStrides> in_place_strides(const at::Tensor& t, at::IntArr
   return s;
 }
 
+// ScanOperands::shift_mul materialised: m moved one scan position back along d (the element
+// at scan position k is m's at k + 1), the last position of each line filled with 1.
+at::Tensor shift_on(const at::Tensor& m, int64_t d, bool reverse) {
+  if (m.dim() == 0) return at::ones_like(m);
+  const int64_t n = m.size(d);
+  const at::Tensor one = at::ones_like(m.narrow(d, 0, 1));
+  return reverse ? at::cat({one, m.narrow(d, 0, n - 1)}, d)
+                 : at::cat({m.narrow(d, 1, n - 1), one}, d);
+}
+
 // Checks, canonicalises, allocates (the output, and the indices for indexed kinds) and runs
 // the back end of self's device.
 std::tuple<at::Tensor, at::Tensor> run(const ScanSpec& spec, const ScanOperands& in,
@@ -257,6 +269,18 @@ std::tuple<at::Tensor, at::Tensor> run(const ScanSpec& spec, const ScanOperands&
   // The backward fusions' operands, materialised the same way.
   if (in.add != nullptr && in.add->defined()) p.add = in.add->expand(self.sizes()).contiguous();
   if (in.mul != nullptr && in.mul->defined()) p.mul = in.mul->expand(self.sizes()).contiguous();
+  if (in.shift_mul) {
+    // The CUDA row kernels of linear recurrences with dense coefficients read mul one
+    // position on in place; elsewhere it is shifted here.
+    bool rows = true;
+    for (int64_t k = d + 1; k < self.dim(); ++k) rows &= self.size(k) == 1;
+    if (self.device().is_cuda() && rows && spec.kind == CombineKind::Affine &&
+        p.mul.scalar_type() != at::kBool && !p.coeff_strides.in_place) {
+      p.shift_mul = true;
+    } else {
+      p.mul = shift_on(p.mul, d, spec.flags.reverse);
+    }
+  }
   p.scale_input = in.scale_input;
   // Lazy conjugate / negative views (x.conj(), as autograd's complex formulas pass) hold
   // the unconjugated data: the kernels read memory, so materialise them.

@@ -44,6 +44,10 @@ struct ScanSpec {
 //   scale_input (Affine): element t is lifted as (a[t], a[t] * x[t]) instead of (a[t], x[t])
 //   add:    undefined, or out_t, self's shape: the value written is value + add[t] ...
 //   mul:    undefined, or out_t or bool, self's shape: ... and multiplies mul[t] (add first)
+//   shift_mul (CUDA, inner == 1, Affine with dense coefficients, mul of out_t; the engine
+//           materialises the shift for the other problems): the element at scan position k
+//           multiplies mul's element at position k + 1 in scan order instead, the last
+//           element of a line 1
 struct BroadcastStrides {
   bool in_place = false;
   int64_t so = 0, sl = 0, si = 0;  // in elements
@@ -57,6 +61,7 @@ struct ScanProblem {
   at::Tensor indices;
   at::Tensor add;
   at::Tensor mul;
+  bool shift_mul = false;
   bool scale_input = false;
   BroadcastStrides mask_strides;
   BroadcastStrides coeff_strides;
@@ -93,6 +98,11 @@ struct ScanOperands {
   const at::Tensor* add = nullptr;
   const at::Tensor* mul = nullptr;
   bool scale_input = false;
+  // mul read one scan position on: the value at scan position k is multiplied by mul's
+  // element at position k + 1 in this scan's order, the last one of each line by 1.
+  // cumprod's backward scans against the forward's order, so that its exclusive products
+  // are the forward's output read in place (no pass of their own).
+  bool shift_mul = false;
 };
 
 // Checks shared by the real kernels and the Meta kernels (no data access). Returns the

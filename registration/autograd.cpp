@@ -22,7 +22,10 @@
 //   complex inputs: the same with a, x (cumprod: x) conjugated (PyTorch's convention)
 //   Without create_graph the masked_cumsum, cumprod and linear_recurrence formulas run as
 //   fused scans (fuse_backward below): the products and sums around each scan are done in
-//   its load and store, e.g. cumprod's dx = (g + linrec(x, x*g)) * E is one pass after E.
+//   its load and store, e.g. cumprod's dx = (g + linrec(x, x*g)) * E is one pass, E being the
+//   forward's output read one position on (real types; shift_mul of _linear_recurrence_fused).
+//   E at position k is the product of the elements before k: the forward's output at k - 1
+//   (inclusive), or at k (exclusive), 1 at the first position.
 //   logcumsumexp, cummax, cummin: see their Functions below
 #include <ATen/ATen.h>
 #include <ATen/Dispatch.h>
@@ -100,13 +103,15 @@ at::Tensor cumsum_fused(const at::Tensor& g, int64_t dim, ScanOptions o,
 at::Tensor linear_recurrence_fused(const at::Tensor& a, const at::Tensor& x, int64_t dim,
                                    ScanOptions o, bool scale_x,
                                    const std::optional<at::Tensor>& add,
-                                   const std::optional<at::Tensor>& mul) {
+                                   const std::optional<at::Tensor>& mul,
+                                   bool shift_mul = false) {
   static const auto op =
       c10::Dispatcher::singleton()
           .findSchemaOrThrow("scanops::_linear_recurrence_fused", "")
           .typed<at::Tensor(const at::Tensor&, const at::Tensor&, int64_t, bool, bool, bool,
-                            const std::optional<at::Tensor>&, const std::optional<at::Tensor>&)>();
-  return op.call(a, x, dim, o.exclusive, o.reverse, scale_x, add, mul);
+                            const std::optional<at::Tensor>&, const std::optional<at::Tensor>&,
+                            bool)>();
+  return op.call(a, x, dim, o.exclusive, o.reverse, scale_x, add, mul, shift_mul);
 }
 
 void maybe_non_differentiable(AutogradContext* ctx, const at::Tensor& out) {
@@ -162,21 +167,32 @@ class CumprodFn : public torch::autograd::Function<CumprodFn> {
                             bool exclusive, bool reverse, std::optional<at::ScalarType> dtype) {
     save_flags(ctx, dim, exclusive, reverse);
     if (dtype.has_value()) ctx->saved_data["dtype"] = *dtype;
-    ctx->save_for_backward({self});
     at::AutoDispatchBelowADInplaceOrView guard;
     at::Tensor out = scanops::cumprod(self, dim, {exclusive, reverse, dtype});
+    ctx->save_for_backward({self, out});
     maybe_non_differentiable(ctx, out);
     return out;
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const Flags f = load_flags(ctx);
-    const at::Tensor self = ctx->get_saved_variables()[0];
+    const auto saved = ctx->get_saved_variables();
+    const at::Tensor& self = saved[0];
     const at::Tensor& g = grads[0];
     at::Tensor x = self;
     if (ctx->saved_data.count("dtype")) x = x.to(ctx->saved_data["dtype"].toScalarType());
     x = conj_if_complex(x);
+    if (fuse_backward() && !x.is_complex()) {
+      // dx = (linrec(x, x * g or g; exclusive, !r) (+ g)) * before, and before (the exclusive
+      // products) is the forward's output: itself (exclusive), or read one position on in
+      // the backward's order (inclusive: shift_mul), so it takes no pass of its own.
+      const at::Tensor dx = linear_recurrence_fused(
+          x, g, f.dim, {.exclusive = true, .reverse = !f.reverse}, /*scale_x=*/!f.exclusive,
+          f.exclusive ? std::optional<at::Tensor>() : std::optional<at::Tensor>(g), saved[1],
+          /*shift_mul=*/!f.exclusive);
+      return {grad_as(dx, self.scalar_type()), {}, {}, {}, {}};
+    }
     const at::Tensor before = scanops::cumprod(x, f.dim, {.exclusive = true, .reverse = f.reverse});
-    if (fuse_backward()) {  // dx = (linrec(x, x * g or g; exclusive, !r) (+ g)) * before
+    if (fuse_backward()) {  // (complex: the conjugated products)
       const at::Tensor dx = linear_recurrence_fused(
           x, g, f.dim, {.exclusive = true, .reverse = !f.reverse}, /*scale_x=*/!f.exclusive,
           f.exclusive ? std::optional<at::Tensor>() : std::optional<at::Tensor>(g), before);

@@ -33,13 +33,14 @@ TORCH_LIBRARY(scanops, m) {
       "(Tensor values, Tensor indices)",
       tags);
   // Internal (the backward passes' fusions, no autograd of their own): the scan's output y
-  // written as mul * (y + add); _linear_recurrence_fused with scale_x lifts (a[t], a[t] x[t]).
+  // written as mul * (y + add); _linear_recurrence_fused with scale_x lifts (a[t], a[t] x[t]),
+  // with shift_mul multiplies mul at the next scan position (1 at a line's last).
   m.def(
       "_cumsum_fused(Tensor self, int dim, *, bool exclusive, bool reverse, Tensor? add, "
       "Tensor? mul) -> Tensor",
       tags);
   m.def(
       "_linear_recurrence_fused(Tensor a, Tensor x, int dim, *, bool exclusive, bool reverse, "
-      "bool scale_x, Tensor? add, Tensor? mul) -> Tensor",
+      "bool scale_x, Tensor? add, Tensor? mul, bool shift_mul=False) -> Tensor",
       tags);
 }

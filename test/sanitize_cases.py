@@ -60,6 +60,10 @@ for shape, dim in shapes:
             ok = ok and torch.allclose(got, m * (ops.cumsum(x, dim, exclusive=e, reverse=r) + x))
             ops._linear_recurrence_fused(a, x.float().double(), dim, exclusive=e, reverse=r,
                                          scale_x=True, add=x, mul=a)
+            # mul read one position on (cumprod's backward), in place by the row kernels
+            xf = x.float()
+            ops._linear_recurrence_fused(xf, xf, dim, exclusive=e, reverse=r, scale_x=not e,
+                                         add=xf, mul=xf, shift_mul=True)
             if x.dim() >= 2:
                 for cs in (x.shape[-1:], x.shape[:-1] + (1,)):
                     mb = torch.rand(cs, device=dev) > 0.5

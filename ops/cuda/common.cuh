@@ -452,6 +452,8 @@ struct OutputSink {
   using state_t = typename Combine::state_t;
   using lowered_t = std::conditional_t<Combine::indexed, state_t, out_t>;
   static constexpr int kVec = vec_width<out_t>();
+  using value_t = out_t;
+  static constexpr bool kMulNext = false;  // see MulNextSink
   out_t* out;
   int64_t* indices = nullptr;  // indexed combines only
   bool streaming = false;      // vector stores evict-first (outputs larger than L2)
@@ -488,6 +490,12 @@ struct OutputSink {
       out[i] = has_epilogue() ? epilogue(y, i) : y;
     }
   }
+  // put, then the written value multiplied by f (mul_next's factor: f * (y + add)).
+  __device__ __forceinline__ void put(int64_t i, const lowered_t& y, out_t f) const {
+    if constexpr (!Combine::indexed && !std::is_same_v<out_t, bool>) {
+      out[i] = static_cast<out_t>(f * (has_epilogue() ? epilogue(y, i) : y));
+    }
+  }
   __device__ __forceinline__ void store(int64_t i, const state_t& s) const { put(i, lower(s)); }
   __device__ __forceinline__ bool vec_ok(int64_t i) const {
     if constexpr (Combine::indexed) {
@@ -503,8 +511,10 @@ struct OutputSink {
   }
   // kEpilogue = false: the caller knows has_epilogue() is false (a kernel that tests it once
   // per tile rather than once per vector: column_vec_kernel).
+  // f (mul_next's factors, or nullptr): each written value multiplied by its factor.
   template <bool kEpilogue = true>
-  __device__ __forceinline__ void put_vec(int64_t i, const lowered_t (&s)[kVec]) const {
+  __device__ __forceinline__ void put_vec(int64_t i, const lowered_t (&s)[kVec],
+                                          const out_t* f = nullptr) const {
     Vec<out_t, kVec> y;
 #pragma unroll
     for (int t = 0; t < kVec; ++t) {
@@ -528,6 +538,10 @@ struct OutputSink {
           if (mul_mask != nullptr) y.v[t] = static_cast<out_t>(static_cast<out_t>(k.v[t]) * y.v[t]);
         }
       }
+      if (f != nullptr) {
+#pragma unroll
+        for (int t = 0; t < kVec; ++t) y.v[t] = static_cast<out_t>(f[t] * y.v[t]);
+      }
     }
     store_vec_hinted(reinterpret_cast<Vec<out_t, kVec>*>(out + i), y, streaming);
     if constexpr (Combine::indexed) {  // kVec int64s: 16-byte stores
@@ -540,6 +554,25 @@ struct OutputSink {
         store_vec_hinted(reinterpret_cast<Vec<int64_t, kPair>*>(indices + i + t), w, streaming);
       }
     }
+  }
+};
+
+// An OutputSink whose values are also multiplied by a multiplier at the next scan position
+// (ScanProblem::shift_mul): mul_next[i + next] for element i, 1 for the last element of a
+// line of `line` elements; next = +1 (forward scans) or -1 (reverse). The row kernels compute
+// the factors (RowTile::store_striped_next) and pass them to put / put_vec as `f`. A type of
+// its own, so that the forward kernels' code and parameters stay as they are (a run-time
+// test of mul_next in every row store cost the look-back rows 2-5% on the H100).
+template <class Combine, class out_t>
+struct MulNextSink : OutputSink<Combine, out_t> {
+  using Base = OutputSink<Combine, out_t>;
+  static constexpr bool kMulNext = true;
+  static_assert(!Combine::indexed && !std::is_same_v<out_t, bool>);
+  const out_t* mul_next = nullptr;
+  int64_t line = 0;
+  int next = 0;
+  __device__ __forceinline__ bool vec_ok(int64_t i) const {
+    return Base::vec_ok(i) && is_aligned<Base::kVec>(mul_next + i);
   }
 };
 
@@ -568,6 +601,7 @@ struct StateSink {
   using state_t = typename Combine::state_t;
   using lowered_t = state_t;
   static constexpr int kVec = 1;
+  static constexpr bool kMulNext = false;
   state_t* p;
   static __device__ __forceinline__ lowered_t lower(const state_t& s) { return s; }
   __device__ __forceinline__ void put(int64_t i, const lowered_t& s) const { p[i] = s; }

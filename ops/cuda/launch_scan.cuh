@@ -44,6 +44,23 @@ void launch_by_shape(const DeviceProblem& p) {
                                        out_bytes > kStreamingBytes,
                                        static_cast<const out_t*>(p.add),
                                        static_cast<const out_t*>(p.mul), p.mul_mask};
+  if (p.shift_mul) {
+    // mul read one scan position on (cumprod's backward: linear recurrences, dense
+    // companions, rows; the engine shifts mul itself for the other problems).
+    TORCH_CHECK(p.inner == 1 && p.mul != nullptr,
+                "scanops: internal error: shift_mul outside the row kernels");
+    if constexpr (Combine::arity == 2 && !kBroadcast) {
+      MulNextSink<Combine, out_t> next_dst{dst};
+      next_dst.mul = nullptr;
+      next_dst.mul_next = static_cast<const out_t*>(p.mul);
+      next_dst.line = p.length;
+      next_dst.next = p.flags.reverse ? -1 : 1;
+      scan_rows<Combine>(p.ctx, src, next_dst, p.outer, p.length, p.flags);
+      return;
+    } else {
+      TORCH_CHECK(false, "scanops: internal error: shift_mul for this problem");
+    }
+  }
   if (p.inner == 1) {
     scan_rows<Combine>(p.ctx, src, dst, p.outer, p.length, p.flags);
   } else {

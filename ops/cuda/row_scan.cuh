@@ -205,7 +205,11 @@ struct RowTile {
       obuf[padded(lane * kItems + k)] = y;
     }
     __syncwarp();
-    store_striped(dst, obuf, lo, n, wq, reverse, lane);
+    if constexpr (Sink::kMulNext) {
+      store_striped_next(dst, obuf, lo, n, seg, pos0, wq, reverse, lane);
+    } else {
+      store_striped(dst, obuf, lo, n, wq, reverse, lane);
+    }
     return total;
   }
 
@@ -339,6 +343,70 @@ struct RowTile {
       const int e = j * kWarpSize + lane;
       const int q = wq + e;
       if (q < n) dst.put(reverse ? lo + (n - 1 - q) : lo + q, xbuf[padded(e)]);
+    }
+  }
+
+  // store_striped for a sink whose values are multiplied by mul at the next scan position
+  // (MulNextSink: cumprod's backward reads the forward's output in place of its
+  // exclusive products). Memory element lo + m is at line position m % seg (seg > 0) or
+  // pos0 + m (see scan); the last position of a line in scan order takes 1. A full tile's
+  // vectors take their factors from a vector load of mul_next at their own offset and one
+  // element past it (the neighbouring lane's, from L1), placed one position on.
+  static __device__ __forceinline__ void store_striped_next(const Sink& dst, const lowered_t* xbuf,
+                                                            int64_t lo, int n, int seg,
+                                                            int64_t pos0, int wq, bool reverse,
+                                                            int lane) {
+    using out_t = typename Sink::value_t;
+    const int next = dst.next;  // -1 for reverse scans, +1 for forward ones
+    const auto last = [&](int m) {
+      const int64_t p = seg > 0 ? m % seg : pos0 + m;
+      return reverse ? p == 0 : p == dst.line - 1;
+    };
+    const auto factor = [&](int m) {
+      return last(m) ? out_t(1) : dst.mul_next[lo + m + next];
+    };
+    if constexpr (Sink::kVec > 1) {
+      constexpr int V = Sink::kVec;
+      if (n == kTile && dst.vec_ok(lo)) {
+        const int w0 = reverse ? kTile - wq - kWarpItems : wq;
+#pragma unroll
+        for (int j = 0; j < kItems / V; ++j) {
+          const int u = (j * kWarpSize + lane) * V;
+          lowered_t v[V];
+#pragma unroll
+          for (int t = 0; t < V; ++t) {
+            v[t] = xbuf[padded(reverse ? kWarpItems - 1 - (u + t) : u + t)];
+          }
+          const int m = w0 + u;  // the vector's first element, lo + m
+          const Vec<out_t, V> M = *reinterpret_cast<const Vec<out_t, V>*>(dst.mul_next + lo + m);
+          out_t f[V];
+          if (next > 0) {
+#pragma unroll
+            for (int t = 0; t < V; ++t) f[t] = t + 1 < V ? M.v[t + 1] : factor(m + t);
+          } else {
+#pragma unroll
+            for (int t = 0; t < V; ++t) f[t] = t > 0 ? M.v[t - 1] : factor(m + t);
+          }
+          // The line positions of the vector's elements (one division at most).
+          int64_t p = seg > 0 ? m % seg : pos0 + m;
+#pragma unroll
+          for (int t = 0; t < V; ++t) {
+            if (reverse ? p == 0 : p == dst.line - 1) f[t] = out_t(1);
+            p = (seg > 0 && p + 1 == seg) ? 0 : p + 1;
+          }
+          dst.put_vec(lo + m, v, f);
+        }
+        return;
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < kItems; ++j) {
+      const int e = j * kWarpSize + lane;
+      const int q = wq + e;
+      if (q < n) {
+        const int m = reverse ? n - 1 - q : q;
+        dst.put(lo + m, xbuf[padded(e)], factor(m));
+      }
     }
   }
 };

@@ -91,7 +91,8 @@ struct CudaRunner {
                               : nullptr,
                           p.scale_input,
                           layout(p.mask_strides),
-                          layout(p.coeff_strides)};
+                          layout(p.coeff_strides),
+                          p.shift_mul};
     launch_scan<Combine, in_t, out_t>(d);
   }
 };

@@ -63,6 +63,8 @@ struct DeviceProblem {
   bool scale_input = false;          // Affine: lift (a, a * x)
   CompanionLayout mask_layout{};
   CompanionLayout coeff_layout{};
+  // mul read at the next scan position, 1 at a line's last (ScanProblem::shift_mul; inner == 1)
+  bool shift_mul = false;
 };
 
 // Enqueues the scan of `p` (chooses the kernel family by shape). No host synchronisation.

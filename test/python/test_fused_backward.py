@@ -93,6 +93,52 @@ def test_linear_recurrence_fused(device, dtype, shape, dim, seed):
             assert same(got, want), (e, r, scale, use_add, use_mul)
 
 
+def shifted_on(m, dim, r, fill=1):
+    """m read one scan position on (shift_mul): position k takes m's element at k + 1 in scan
+    order (reverse: the memory element before), the last position of each line `fill`."""
+    if m.dim() == 0:
+        return torch.full_like(m, fill)
+    n = m.shape[dim]
+    one = torch.full_like(m.narrow(dim, 0, 1), fill)
+    if r:
+        return torch.cat([one, m.narrow(dim, 0, n - 1)], dim)
+    return torch.cat([m.narrow(dim, 1, n - 1), one], dim)
+
+
+# shift_mul: the CUDA row kernels read mul in place (packed rows, rows spanning a vector,
+# block-per-row rows, look-back rows, 1-D, partial tiles), the others take it shifted by the
+# engine; lines of one element, a 0-dim tensor.
+SHIFT_SHAPES = SHAPES + [((7, 333), 1), ((3, 8193), 1), ((4, 1), 1), ((), 0), ((1,), 0)]
+
+
+@device_p
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.complex64, torch.bfloat16])
+@pytest.mark.parametrize("shape,dim", SHIFT_SHAPES)
+def test_linear_recurrence_fused_shift_mul(device, dtype, shape, dim, seed):
+    gen = make_gen(seed, device)
+    a = data(shape, dtype, device, gen, "a")
+    x = data(shape, dtype, device, gen)
+    add = data(shape, dtype, device, gen)
+    mul = data(shape, dtype, device, gen)
+    for (e, r), scale, use_add in itertools.product(
+            itertools.product((False, True), repeat=2), (False, True), (False, True)):
+        ad = add if use_add else None
+        got = ops._linear_recurrence_fused(a, x, dim, exclusive=e, reverse=r, scale_x=scale,
+                                           add=ad, mul=mul, shift_mul=True)
+        want = expected_linrec(a, x, dim, e, r, scale, ad, shifted_on(mul, dim, r))
+        if dtype == torch.bfloat16:
+            want32 = expected_linrec(a.float(), x.float(), dim, e, r, scale,
+                                     None if ad is None else ad.float(),
+                                     shifted_on(mul, dim, r).float())
+            torch.testing.assert_close(got.float(), want32, rtol=0.05, atol=0.05 * (
+                1 + want32.abs().amax().item()))
+        elif dtype.is_complex and device == "cuda":
+            torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5 * (
+                1 + want.abs().amax().item()))
+        else:
+            assert same(got, want), (e, r, scale, use_add)
+
+
 @device_p
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.complex64, torch.int32])
 @pytest.mark.parametrize("shape,dim", SHAPES)
@@ -176,6 +222,8 @@ def test_opcheck_fused(device, seed):
          dict(exclusive=True, reverse=True, scale_x=True, add=x, mul=None)),
         (ops._linear_recurrence_fused.default, (a[:1], x, 0),
          dict(exclusive=True, reverse=False, scale_x=False, add=None, mul=a)),
+        (ops._linear_recurrence_fused.default, (a, x, 1),
+         dict(exclusive=True, reverse=True, scale_x=True, add=x, mul=a, shift_mul=True)),
     ]
     for op, args, kwargs in samples:
         torch.library.opcheck(op, args, kwargs, raise_exception=True,
@@ -192,3 +240,7 @@ def test_fused_errors():
     with pytest.raises(RuntimeError, match=r"scanops\._linear_recurrence_fused: argument 'mul'"):
         ops._linear_recurrence_fused(x, x, 1, exclusive=False, reverse=False, scale_x=True,
                                      add=None, mul=x.int())
+    with pytest.raises(RuntimeError,
+                       match=r"scanops\._linear_recurrence_fused: shift_mul needs a tensor 'mul'"):
+        ops._linear_recurrence_fused(x, x, 1, exclusive=False, reverse=False, scale_x=True,
+                                     add=None, mul=None, shift_mul=True)
