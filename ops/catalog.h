@@ -39,6 +39,9 @@ inline ScanSpec cumsum_fused_spec(bool exclusive, bool reverse) {
 inline ScanSpec linear_recurrence_fused_spec(bool exclusive, bool reverse) {
   return {"scanops._linear_recurrence_fused", CombineKind::Affine, {exclusive, reverse}};
 }
+inline ScanSpec linear_recurrence_backward_spec(bool reverse) {
+  return {"scanops._linear_recurrence_backward", CombineKind::Affine, {true, !reverse}};
+}
 inline const at::Tensor* optional_ptr(const std::optional<at::Tensor>& t) {
   return t.has_value() && t->defined() ? &*t : nullptr;
 }
@@ -87,6 +90,18 @@ inline const at::Tensor* optional_ptr(const std::optional<at::Tensor>& t) {
     in.scale_input = scale_x;                                                                  \
     in.shift_mul = shift_mul;                                                                  \
     return ENGINE(linear_recurrence_fused_spec(exclusive, reverse), in, dim, std::nullopt);    \
+  }                                                                                            \
+  /* dx = lam = g + linrec(a, a * g; exclusive, !reverse), da = lam * h[t-1] (0 at the     \
+     first position), for linear_recurrence(a, x; reverse) = h (inclusive) */                  \
+  inline std::tuple<at::Tensor, at::Tensor> linear_recurrence_backward##SUFFIX(                \
+      const at::Tensor& a, const at::Tensor& g, const at::Tensor& h, int64_t dim, bool reverse) { \
+    ScanOperands in{g, nullptr, &a, "g", "a"};                                                 \
+    in.add = &g;                                                                               \
+    in.mul = &h;                                                                               \
+    in.scale_input = true;                                                                     \
+    in.shift_mul = true;                                                                       \
+    in.mul_second = true;                                                                      \
+    return ENGINE##_pair(linear_recurrence_backward_spec(reverse), in, dim);                   \
   }                                                                                            \
   inline std::tuple<at::Tensor, at::Tensor> cummax##SUFFIX(const at::Tensor& self, int64_t dim, \
                                                           bool exclusive, bool reverse) {      \

@@ -147,6 +147,8 @@ int64_t check_scan_args(const ScanSpec& spec, const ScanOperands& in, int64_t di
   }
   TORCH_CHECK(!in.shift_mul || (in.mul != nullptr && in.mul->defined()), op,
               ": shift_mul needs a tensor 'mul'");
+  TORCH_CHECK(!in.mul_second || (in.shift_mul && in.mul->scalar_type() == out_dtype), op,
+              ": a second output needs shift_mul and a 'mul' of the result dtype");
   if (in.coeff != nullptr) {
     TORCH_CHECK(!in.coeff->defined() || in.coeff->scalar_type() == self.scalar_type(), op,
                 ": argument '", in.coeff_name, "' has dtype ", in.coeff->scalar_type(),
@@ -164,6 +166,12 @@ at::Tensor scan_meta(const ScanSpec& spec, const ScanOperands& in, int64_t dim,
       in.self.sym_sizes(),
       in.self.options().dtype(result_dtype(spec, in.self.scalar_type(), dtype, in.self_name)),
       at::MemoryFormat::Contiguous);
+}
+
+std::tuple<at::Tensor, at::Tensor> scan_meta_pair(const ScanSpec& spec, const ScanOperands& in,
+                                                  int64_t dim) {
+  at::Tensor values = scan_meta(spec, in, dim, std::nullopt);
+  return {values, at::empty_like(values)};
 }
 
 std::tuple<at::Tensor, at::Tensor> scan_meta_indexed(const ScanSpec& spec,
@@ -212,13 +220,13 @@ std::optional<BroadcastStrides> in_place_strides(const at::Tensor& t, at::IntArr
 }
 
 // ScanOperands::shift_mul materialised: m moved one scan position back along d (the element
-// at scan position k is m's at k + 1), the last position of each line filled with 1.
-at::Tensor shift_on(const at::Tensor& m, int64_t d, bool reverse) {
-  if (m.dim() == 0) return at::ones_like(m);
+// at scan position k is m's at k + 1), the last position of each line filled with `fill`.
+at::Tensor shift_on(const at::Tensor& m, int64_t d, bool reverse, int fill) {
+  if (m.dim() == 0) return at::full_like(m, fill);
   const int64_t n = m.size(d);
-  const at::Tensor one = at::ones_like(m.narrow(d, 0, 1));
-  return reverse ? at::cat({one, m.narrow(d, 0, n - 1)}, d)
-                 : at::cat({m.narrow(d, 1, n - 1), one}, d);
+  const at::Tensor end = at::full_like(m.narrow(d, 0, 1), fill);
+  return reverse ? at::cat({end, m.narrow(d, 0, n - 1)}, d)
+                 : at::cat({m.narrow(d, 1, n - 1), end}, d);
 }
 
 // Checks, canonicalises, allocates (the output, and the indices for indexed kinds) and runs
@@ -236,6 +244,7 @@ std::tuple<at::Tensor, at::Tensor> run(const ScanSpec& spec, const ScanOperands&
     indices = at::empty(self.sizes(), self.options().dtype(at::kLong),
                         at::MemoryFormat::Contiguous);
   }
+  if (in.mul_second) indices = at::empty_like(output);  // (the second output)
   if (output.numel() == 0) return {output, indices};
 
   ScanProblem p;
@@ -269,6 +278,7 @@ std::tuple<at::Tensor, at::Tensor> run(const ScanSpec& spec, const ScanOperands&
   // The backward fusions' operands, materialised the same way.
   if (in.add != nullptr && in.add->defined()) p.add = in.add->expand(self.sizes()).contiguous();
   if (in.mul != nullptr && in.mul->defined()) p.mul = in.mul->expand(self.sizes()).contiguous();
+  at::Tensor factor;  // mul_second, shifted here: the products' factors, applied after the scan
   if (in.shift_mul) {
     // The CUDA row kernels of linear recurrences with dense coefficients read mul one
     // position on in place; elsewhere it is shifted here.
@@ -277,8 +287,12 @@ std::tuple<at::Tensor, at::Tensor> run(const ScanSpec& spec, const ScanOperands&
     if (self.device().is_cuda() && rows && spec.kind == CombineKind::Affine &&
         p.mul.scalar_type() != at::kBool && !p.coeff_strides.in_place) {
       p.shift_mul = true;
+      if (in.mul_second) p.second = indices;
+    } else if (in.mul_second) {
+      factor = shift_on(p.mul, d, spec.flags.reverse, 0);
+      p.mul = at::Tensor();
     } else {
-      p.mul = shift_on(p.mul, d, spec.flags.reverse);
+      p.mul = shift_on(p.mul, d, spec.flags.reverse, 1);
     }
   }
   p.scale_input = in.scale_input;
@@ -289,7 +303,7 @@ std::tuple<at::Tensor, at::Tensor> run(const ScanSpec& spec, const ScanOperands&
     if (t->defined() && t->is_neg()) *t = t->resolve_neg();
   }
   p.output = output;
-  p.indices = indices;
+  if (kind_is_indexed(spec.kind)) p.indices = indices;
 
   const auto sizes = self.sizes();
   p.outer = 1;
@@ -319,6 +333,8 @@ std::tuple<at::Tensor, at::Tensor> run(const ScanSpec& spec, const ScanOperands&
       TORCH_CHECK(false, spec.op_name, ": argument '", in.self_name,
                   "' is on unsupported device ", self.device());
   }
+  // (mul_second, shifted here; the formula's order: lam * h[t-1])
+  if (factor.defined()) at::mul_out(indices, output, factor);
   return {output, indices};
 }
 
@@ -331,6 +347,12 @@ at::Tensor scan(const ScanSpec& spec, const ScanOperands& in, int64_t dim,
 
 std::tuple<at::Tensor, at::Tensor> scan_indexed(const ScanSpec& spec, const ScanOperands& in,
                                                 int64_t dim) {
+  return run(spec, in, dim, std::nullopt);
+}
+
+std::tuple<at::Tensor, at::Tensor> scan_pair(const ScanSpec& spec, const ScanOperands& in,
+                                             int64_t dim) {
+  TORCH_CHECK(in.mul_second, spec.op_name, ": internal error: scan_pair without mul_second");
   return run(spec, in, dim, std::nullopt);
 }
 

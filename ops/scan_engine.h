@@ -48,6 +48,8 @@ struct ScanSpec {
 //           materialises the shift for the other problems): the element at scan position k
 //           multiplies mul's element at position k + 1 in scan order instead, the last
 //           element of a line 1
+//   second: undefined, or (with shift_mul) out_t, self's shape: the products of shift_mul go
+//           there (the last element of a line 0) and output keeps mul-less values
 struct BroadcastStrides {
   bool in_place = false;
   int64_t so = 0, sl = 0, si = 0;  // in elements
@@ -62,6 +64,7 @@ struct ScanProblem {
   at::Tensor add;
   at::Tensor mul;
   bool shift_mul = false;
+  at::Tensor second;
   bool scale_input = false;
   BroadcastStrides mask_strides;
   BroadcastStrides coeff_strides;
@@ -103,6 +106,10 @@ struct ScanOperands {
   // cumprod's backward scans against the forward's order, so that its exclusive products
   // are the forward's output read in place (no pass of their own).
   bool shift_mul = false;
+  // With shift_mul: the products go to a second output (scan_pair), the value itself to the
+  // first, and the last position of a line takes 0 (linear_recurrence's backward: da = lam *
+  // h[t-1], h[-1] = 0, next to dx = lam).
+  bool mul_second = false;
 };
 
 // Checks shared by the real kernels and the Meta kernels (no data access). Returns the
@@ -117,6 +124,12 @@ at::Tensor scan(const ScanSpec& spec, const ScanOperands& in, int64_t dim,
 // Meta (shape-only) version, SymInt aware.
 at::Tensor scan_meta(const ScanSpec& spec, const ScanOperands& in, int64_t dim,
                      std::optional<at::ScalarType> dtype);
+
+// ScanOperands::mul_second: the values and the products (both of the result dtype).
+std::tuple<at::Tensor, at::Tensor> scan_pair(const ScanSpec& spec, const ScanOperands& in,
+                                             int64_t dim);
+std::tuple<at::Tensor, at::Tensor> scan_meta_pair(const ScanSpec& spec, const ScanOperands& in,
+                                                  int64_t dim);
 
 // Indexed kinds (cummax / cummin): the values and the int64 indices.
 std::tuple<at::Tensor, at::Tensor> scan_indexed(const ScanSpec& spec, const ScanOperands& in,

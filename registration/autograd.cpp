@@ -19,6 +19,8 @@
 //                               inclusive:  lam = g + linrec(a, a*g; exclusive, !r)
 //                               exclusive:  lam =     linrec(a, g;   exclusive, !r)
 //                               dx = lam,  da = lam * linrec(a, x; exclusive, r)  (= h[t-1])
+//                               (inclusive, real, no create_graph: both from one scan,
+//                               _linear_recurrence_backward, h[t-1] the forward's output)
 //   complex inputs: the same with a, x (cumprod: x) conjugated (PyTorch's convention)
 //   Without create_graph the masked_cumsum, cumprod and linear_recurrence formulas run as
 //   fused scans (fuse_backward below): the products and sums around each scan are done in
@@ -215,9 +217,15 @@ class LinearRecurrenceFn : public torch::autograd::Function<LinearRecurrenceFn> 
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& a, const at::Tensor& x,
                             int64_t dim, bool exclusive, bool reverse) {
     save_flags(ctx, dim, exclusive, reverse);
-    ctx->save_for_backward({a, x});
     at::AutoDispatchBelowADInplaceOrView guard;
-    return scanops::linear_recurrence(a, x, dim, {exclusive, reverse});
+    at::Tensor out = scanops::linear_recurrence(a, x, dim, {exclusive, reverse});
+    // The output too where the fused backward reads it (h[t-1] of da = lam * h[t-1]).
+    if (!exclusive && !x.is_complex()) {
+      ctx->save_for_backward({a, x, out});
+    } else {
+      ctx->save_for_backward({a, x});
+    }
+    return out;
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const Flags f = load_flags(ctx);
@@ -229,6 +237,18 @@ class LinearRecurrenceFn : public torch::autograd::Function<LinearRecurrenceFn> 
     // The full-shape coefficients: `a` may broadcast against x.
     const at::Tensor af = conj_if_complex(a.expand_symint(x.sym_sizes()));
     const bool fuse = fuse_backward();
+    if (fuse && saved.size() == 3 && ctx->needs_input_grad(0)) {
+      // One scan for both: dx = lam, da = lam * h[t-1] with h the forward's output read one
+      // position on (_linear_recurrence_backward), where da took a second scan of a and x.
+      static const auto op =
+          c10::Dispatcher::singleton()
+              .findSchemaOrThrow("scanops::_linear_recurrence_backward", "")
+              .typed<std::tuple<at::Tensor, at::Tensor>(const at::Tensor&, const at::Tensor&,
+                                                        const at::Tensor&, int64_t, bool)>();
+      auto [lam, lam_h] = op.call(af, g, saved[2], f.dim, f.reverse);
+      return {grad_for(lam_h, a.scalar_type(), a.sym_sizes()),
+              ctx->needs_input_grad(1) ? lam : at::Tensor(), {}, {}, {}};
+    }
     at::Tensor lam;
     if (fuse) {
       lam = linear_recurrence_fused(

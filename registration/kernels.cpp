@@ -14,6 +14,7 @@ TORCH_LIBRARY_IMPL(scanops, CPU, m) {
   m.impl("cummin", &scanops::catalog::cummin);
   m.impl("_cumsum_fused", &scanops::catalog::cumsum_fused);
   m.impl("_linear_recurrence_fused", &scanops::catalog::linear_recurrence_fused);
+  m.impl("_linear_recurrence_backward", &scanops::catalog::linear_recurrence_backward);
 }
 
 TORCH_LIBRARY_IMPL(scanops, CUDA, m) {
@@ -26,4 +27,5 @@ TORCH_LIBRARY_IMPL(scanops, CUDA, m) {
   m.impl("cummin", &scanops::catalog::cummin);
   m.impl("_cumsum_fused", &scanops::catalog::cumsum_fused);
   m.impl("_linear_recurrence_fused", &scanops::catalog::linear_recurrence_fused);
+  m.impl("_linear_recurrence_backward", &scanops::catalog::linear_recurrence_backward);
 }

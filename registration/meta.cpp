@@ -14,4 +14,5 @@ TORCH_LIBRARY_IMPL(scanops, Meta, m) {
   m.impl("cummin", &scanops::catalog::cummin_meta);
   m.impl("_cumsum_fused", &scanops::catalog::cumsum_fused_meta);
   m.impl("_linear_recurrence_fused", &scanops::catalog::linear_recurrence_fused_meta);
+  m.impl("_linear_recurrence_backward", &scanops::catalog::linear_recurrence_backward_meta);
 }

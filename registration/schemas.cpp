@@ -43,4 +43,11 @@ TORCH_LIBRARY(scanops, m) {
       "_linear_recurrence_fused(Tensor a, Tensor x, int dim, *, bool exclusive, bool reverse, "
       "bool scale_x, Tensor? add, Tensor? mul, bool shift_mul=False) -> Tensor",
       tags);
+  // The backward of an inclusive linear_recurrence(a, x; reverse) = h, in one scan: (dx, da)
+  // = (lam, lam * h[t-1]), lam = g + linear_recurrence(a, a * g; exclusive, !reverse), h[-1]
+  // = 0 (a of x's shape).
+  m.def(
+      "_linear_recurrence_backward(Tensor a, Tensor g, Tensor h, int dim, *, bool reverse) -> "
+      "(Tensor, Tensor)",
+      tags);
 }

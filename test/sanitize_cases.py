@@ -64,6 +64,7 @@ for shape, dim in shapes:
             xf = x.float()
             ops._linear_recurrence_fused(xf, xf, dim, exclusive=e, reverse=r, scale_x=not e,
                                          add=xf, mul=xf, shift_mul=True)
+            ops._linear_recurrence_backward(xf, xf, xf, dim, reverse=r)  # (a second output)
             if x.dim() >= 2:
                 for cs in (x.shape[-1:], x.shape[:-1] + (1,)):
                     mb = torch.rand(cs, device=dev) > 0.5

@@ -50,12 +50,20 @@ void launch_by_shape(const DeviceProblem& p) {
     TORCH_CHECK(p.inner == 1 && p.mul != nullptr,
                 "scanops: internal error: shift_mul outside the row kernels");
     if constexpr (Combine::arity == 2 && !kBroadcast) {
-      MulNextSink<Combine, out_t> next_dst{dst};
-      next_dst.mul = nullptr;
-      next_dst.mul_next = static_cast<const out_t*>(p.mul);
-      next_dst.line = p.length;
-      next_dst.next = p.flags.reverse ? -1 : 1;
-      scan_rows<Combine>(p.ctx, src, next_dst, p.outer, p.length, p.flags);
+      const auto run = [&](auto second) {
+        MulNextSink<Combine, out_t, decltype(second)::value> next_dst{dst};
+        next_dst.mul = nullptr;
+        next_dst.mul_next = static_cast<const out_t*>(p.mul);
+        next_dst.second = static_cast<out_t*>(p.second);
+        next_dst.line = p.length;
+        next_dst.next = p.flags.reverse ? -1 : 1;
+        scan_rows<Combine>(p.ctx, src, next_dst, p.outer, p.length, p.flags);
+      };
+      if (p.second != nullptr) {
+        run(std::true_type{});
+      } else {
+        run(std::false_type{});
+      }
       return;
     } else {
       TORCH_CHECK(false, "scanops: internal error: shift_mul for this problem");

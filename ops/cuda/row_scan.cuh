@@ -317,6 +317,15 @@ struct RowTile {
     }
   }
 
+  // The V lowered elements of a warp's buffer stored at memory offset u of the warp's part of a
+  // full tile (striped by vector, in either direction).
+  template <int V>
+  static __device__ __forceinline__ void gather_vec(const lowered_t* xbuf, int u, bool reverse,
+                                                    lowered_t (&v)[V]) {
+#pragma unroll
+    for (int t = 0; t < V; ++t) v[t] = xbuf[padded(reverse ? kWarpItems - 1 - (u + t) : u + t)];
+  }
+
   // The mirror image of load_striped, for positions < n.
   static __device__ __forceinline__ void store_striped(const Sink& dst, const lowered_t* xbuf,
                                                        int64_t lo, int n, int wq, bool reverse,
@@ -329,10 +338,7 @@ struct RowTile {
         for (int j = 0; j < kItems / V; ++j) {
           const int u = (j * kWarpSize + lane) * V;
           lowered_t v[V];
-#pragma unroll
-          for (int t = 0; t < V; ++t) {
-            v[t] = xbuf[padded(reverse ? kWarpItems - 1 - (u + t) : u + t)];
-          }
+          gather_vec(xbuf, u, reverse, v);
           dst.put_vec(m0 + u, v);
         }
         return;
@@ -349,7 +355,7 @@ struct RowTile {
   // store_striped for a sink whose values are multiplied by mul at the next scan position
   // (MulNextSink: cumprod's backward reads the forward's output in place of its
   // exclusive products). Memory element lo + m is at line position m % seg (seg > 0) or
-  // pos0 + m (see scan); the last position of a line in scan order takes 1. A full tile's
+  // pos0 + m (see scan); the last position of a line in scan order takes dst.fill(). A full tile's
   // vectors take their factors from a vector load of mul_next at their own offset and one
   // element past it (the neighbouring lane's, from L1), placed one position on.
   static __device__ __forceinline__ void store_striped_next(const Sink& dst, const lowered_t* xbuf,
@@ -363,7 +369,7 @@ struct RowTile {
       return reverse ? p == 0 : p == dst.line - 1;
     };
     const auto factor = [&](int m) {
-      return last(m) ? out_t(1) : dst.mul_next[lo + m + next];
+      return last(m) ? dst.fill() : dst.mul_next[lo + m + next];
     };
     if constexpr (Sink::kVec > 1) {
       constexpr int V = Sink::kVec;
@@ -373,10 +379,7 @@ struct RowTile {
         for (int j = 0; j < kItems / V; ++j) {
           const int u = (j * kWarpSize + lane) * V;
           lowered_t v[V];
-#pragma unroll
-          for (int t = 0; t < V; ++t) {
-            v[t] = xbuf[padded(reverse ? kWarpItems - 1 - (u + t) : u + t)];
-          }
+          gather_vec(xbuf, u, reverse, v);
           const int m = w0 + u;  // the vector's first element, lo + m
           const Vec<out_t, V> M = *reinterpret_cast<const Vec<out_t, V>*>(dst.mul_next + lo + m);
           out_t f[V];
@@ -391,10 +394,10 @@ struct RowTile {
           int64_t p = seg > 0 ? m % seg : pos0 + m;
 #pragma unroll
           for (int t = 0; t < V; ++t) {
-            if (reverse ? p == 0 : p == dst.line - 1) f[t] = out_t(1);
+            if (reverse ? p == 0 : p == dst.line - 1) f[t] = dst.fill();
             p = (seg > 0 && p + 1 == seg) ? 0 : p + 1;
           }
-          dst.put_vec(lo + m, v, f);
+          dst.put_vec(lo + m, v, f, dst.second_out());
         }
         return;
       }
@@ -405,7 +408,7 @@ struct RowTile {
       const int q = wq + e;
       if (q < n) {
         const int m = reverse ? n - 1 - q : q;
-        dst.put(lo + m, xbuf[padded(e)], factor(m));
+        dst.put(lo + m, xbuf[padded(e)], factor(m), dst.second_out());
       }
     }
   }

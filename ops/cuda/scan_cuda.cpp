@@ -92,7 +92,8 @@ struct CudaRunner {
                           p.scale_input,
                           layout(p.mask_strides),
                           layout(p.coeff_strides),
-                          p.shift_mul};
+                          p.shift_mul,
+                          p.second.defined() ? p.second.mutable_data_ptr<out_t>() : nullptr};
     launch_scan<Combine, in_t, out_t>(d);
   }
 };

@@ -63,8 +63,10 @@ struct DeviceProblem {
   bool scale_input = false;          // Affine: lift (a, a * x)
   CompanionLayout mask_layout{};
   CompanionLayout coeff_layout{};
-  // mul read at the next scan position, 1 at a line's last (ScanProblem::shift_mul; inner == 1)
+  // mul read at the next scan position, 1 at a line's last (ScanProblem::shift_mul; inner == 1),
+  // or, with second (out_t), 0 there and the products written to second
   bool shift_mul = false;
+  void* second = nullptr;
 };
 
 // Enqueues the scan of `p` (chooses the kernel family by shape). No host synchronisation.

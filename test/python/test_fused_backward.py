@@ -10,7 +10,10 @@ backward is recorded; a double backward takes the composite formulas. Checked he
   for bfloat16 (the CUDA kernels lift a * x in float32 before rounding) and for complex
   products on CUDA (their contraction into FMAs is the compiler's);
 - gradients of the three ops with create_graph=False (fused) and True (composite) agree bit for
-  bit, and against a float64 autograd reference;
+  bit (but linear_recurrence's da on CUDA: to rounding, its h[t-1] is the forward's output), and
+  against a float64 autograd reference;
+- the shifted epilogue (shift_mul: cumprod's exclusive products from the forward's output) and
+  _linear_recurrence_backward (dx and da of an inclusive linear_recurrence in one scan);
 - opcheck of the internal ops, and their argument errors.
 """
 from __future__ import annotations
@@ -77,20 +80,27 @@ def test_linear_recurrence_fused(device, dtype, shape, dim, seed):
         mu = mul if use_mul else None
         got = ops._linear_recurrence_fused(a, x, dim, exclusive=e, reverse=r, scale_x=scale,
                                            add=ad, mul=mu)
-        want = expected_linrec(a, x, dim, e, r, scale, ad, mu)
-        if dtype == torch.bfloat16:
-            # the fused lift keeps a * x in float32; compare with the float32 computation
-            want32 = expected_linrec(a.float(), x.float(), dim, e, r, scale,
-                                     None if ad is None else ad.float(),
-                                     None if mu is None else mu.float())
-            torch.testing.assert_close(got.float(), want32, rtol=0.05, atol=0.05 * (
-                1 + want32.abs().amax().item()))
-        elif dtype.is_complex and device == "cuda":
-            # complex products (a * x, mul * y): contracted into FMAs as the compiler chooses
-            torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5 * (
-                1 + want.abs().amax().item()))
-        else:
-            assert same(got, want), (e, r, scale, use_add, use_mul)
+        check_linrec(got, a, x, dim, e, r, scale, ad, mu, device, (e, r, scale, use_add, use_mul))
+
+
+def check_linrec(got, a, x, dim, e, r, scale, ad, mu, device, what):
+    """got against expected_linrec: bit for bit, but bfloat16 (the fused lift keeps a * x in
+    float32: against the float32 computation) and complex on CUDA (products contracted into
+    FMAs as the compiler chooses)."""
+    dtype = got.dtype
+    if dtype == torch.bfloat16:
+        want32 = expected_linrec(a.float(), x.float(), dim, e, r, scale,
+                                 None if ad is None else ad.float(),
+                                 None if mu is None else mu.float())
+        torch.testing.assert_close(got.float(), want32, rtol=0.05, atol=0.05 * (
+            1 + want32.abs().amax().item()))
+        return
+    want = expected_linrec(a, x, dim, e, r, scale, ad, mu)
+    if dtype.is_complex and device == "cuda":
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5 * (
+            1 + want.abs().amax().item()))
+    else:
+        assert same(got, want), what
 
 
 def shifted_on(m, dim, r, fill=1):
@@ -125,18 +135,32 @@ def test_linear_recurrence_fused_shift_mul(device, dtype, shape, dim, seed):
         ad = add if use_add else None
         got = ops._linear_recurrence_fused(a, x, dim, exclusive=e, reverse=r, scale_x=scale,
                                            add=ad, mul=mul, shift_mul=True)
-        want = expected_linrec(a, x, dim, e, r, scale, ad, shifted_on(mul, dim, r))
-        if dtype == torch.bfloat16:
-            want32 = expected_linrec(a.float(), x.float(), dim, e, r, scale,
-                                     None if ad is None else ad.float(),
-                                     shifted_on(mul, dim, r).float())
-            torch.testing.assert_close(got.float(), want32, rtol=0.05, atol=0.05 * (
-                1 + want32.abs().amax().item()))
-        elif dtype.is_complex and device == "cuda":
-            torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5 * (
+        check_linrec(got, a, x, dim, e, r, scale, ad, shifted_on(mul, dim, r), device,
+                     (e, r, scale, use_add))
+
+
+@device_p
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.complex64, torch.bfloat16])
+@pytest.mark.parametrize("shape,dim", SHIFT_SHAPES)
+def test_linear_recurrence_backward_op(device, dtype, shape, dim, seed):
+    """_linear_recurrence_backward(a, g, h; r) = (lam, lam * h[t-1]): lam the fused scan of
+    the backward, h[t-1] read one position on against the backward's order, 0 at the first."""
+    gen = make_gen(seed, device)
+    a = data(shape, dtype, device, gen, "a")
+    g = data(shape, dtype, device, gen)
+    h = data(shape, dtype, device, gen)
+    for r in (False, True):
+        dx, da = ops._linear_recurrence_backward(a, g, h, dim, reverse=r)
+        lam = ops._linear_recurrence_fused(a, g, dim, exclusive=True, reverse=not r,
+                                           scale_x=True, add=g, mul=None)
+        assert dx.dtype == da.dtype == dtype and dx.shape == da.shape == g.shape
+        assert same(dx, lam), r
+        want = lam * shifted_on(h, dim, not r, fill=0)
+        if dtype.is_complex and device == "cuda":
+            torch.testing.assert_close(da, want, rtol=1e-5, atol=1e-5 * (
                 1 + want.abs().amax().item()))
         else:
-            assert same(got, want), (e, r, scale, use_add)
+            assert same(da, want), r
 
 
 @device_p
@@ -193,7 +217,11 @@ def test_backward_fused_matches_composite(device, op, dtype, shape, dim, seed):
         fused = _grads(fn, inputs, g, create_graph=False)
         composite = _grads(fn, inputs, g, create_graph=True)
         for f, c in zip(fused, composite):
-            if dtype.is_complex and device == "cuda":  # complex products: FMA contraction
+            # linear_recurrence (inclusive, real): da's h[t-1] is the forward's output, whose
+            # rounding may differ from the composite's exclusive recurrence (a tile's carry and
+            # the last output before it associate differently on CUDA)
+            h_from_output = op == "linear_recurrence" and not e and not dtype.is_complex
+            if (dtype.is_complex or h_from_output) and device == "cuda":  # (and FMA contraction)
                 torch.testing.assert_close(f, c.detach(), rtol=1e-5, atol=1e-5 * (
                     1 + c.abs().amax().item()))
             else:
@@ -224,6 +252,8 @@ def test_opcheck_fused(device, seed):
          dict(exclusive=True, reverse=False, scale_x=False, add=None, mul=a)),
         (ops._linear_recurrence_fused.default, (a, x, 1),
          dict(exclusive=True, reverse=True, scale_x=True, add=x, mul=a, shift_mul=True)),
+        (ops._linear_recurrence_backward.default, (a, x, a, 1), dict(reverse=False)),
+        (ops._linear_recurrence_backward.default, (a, x, a, 0), dict(reverse=True)),
     ]
     for op, args, kwargs in samples:
         torch.library.opcheck(op, args, kwargs, raise_exception=True,
