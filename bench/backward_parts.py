@@ -16,6 +16,7 @@ import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "python"))
 import scanops  # noqa: E402,F401
+from bench_gpu import time_once_ms  # noqa: E402  (one CUDA-event timing helper)
 
 ops = torch.ops.scanops
 R, N = 16384, 32768
@@ -24,16 +25,7 @@ R, N = 16384, 32768
 def best_ms(fn, k=10):
     fn()
     torch.cuda.synchronize()
-    best = float("inf")
-    for _ in range(k):
-        s = torch.cuda.Event(enable_timing=True)
-        e = torch.cuda.Event(enable_timing=True)
-        s.record()
-        fn()
-        e.record()
-        torch.cuda.synchronize()
-        best = min(best, s.elapsed_time(e))
-    return best
+    return min(time_once_ms(fn, 1) for _ in range(k))
 
 
 def main():
