@@ -19,8 +19,9 @@
 //                               inclusive:  lam = g + linrec(a, a*g; exclusive, !r)
 //                               exclusive:  lam =     linrec(a, g;   exclusive, !r)
 //                               dx = lam,  da = lam * linrec(a, x; exclusive, r)  (= h[t-1])
-//                               (inclusive, real, no create_graph: both from one scan,
-//                               _linear_recurrence_backward, h[t-1] the forward's output)
+//                               (real, no create_graph: h[t-1] the forward's output; inclusive:
+//                               both from one scan, _linear_recurrence_backward; exclusive:
+//                               da = lam * output)
 //   complex inputs: the same with a, x (cumprod: x) conjugated (PyTorch's convention)
 //   Without create_graph the masked_cumsum, cumprod and linear_recurrence formulas run as
 //   fused scans (fuse_backward below): the products and sums around each scan are done in
@@ -219,8 +220,9 @@ class LinearRecurrenceFn : public torch::autograd::Function<LinearRecurrenceFn> 
     save_flags(ctx, dim, exclusive, reverse);
     at::AutoDispatchBelowADInplaceOrView guard;
     at::Tensor out = scanops::linear_recurrence(a, x, dim, {exclusive, reverse});
-    // The output too where the fused backward reads it (h[t-1] of da = lam * h[t-1]).
-    if (!exclusive && !x.is_complex()) {
+    // The output too where the fused backward reads it (h[t-1] of da = lam * h[t-1]: the
+    // inclusive output one position on, or the exclusive output itself).
+    if (!x.is_complex()) {
       ctx->save_for_backward({a, x, out});
     } else {
       ctx->save_for_backward({a, x});
@@ -237,7 +239,7 @@ class LinearRecurrenceFn : public torch::autograd::Function<LinearRecurrenceFn> 
     // The full-shape coefficients: `a` may broadcast against x.
     const at::Tensor af = conj_if_complex(a.expand_symint(x.sym_sizes()));
     const bool fuse = fuse_backward();
-    if (fuse && saved.size() == 3 && ctx->needs_input_grad(0)) {
+    if (fuse && saved.size() == 3 && !f.exclusive && ctx->needs_input_grad(0)) {
       // One scan for both: dx = lam, da = lam * h[t-1] with h the forward's output read one
       // position on (_linear_recurrence_backward), where da took a second scan of a and x.
       static const auto op =
@@ -263,8 +265,11 @@ class LinearRecurrenceFn : public torch::autograd::Function<LinearRecurrenceFn> 
     if (ctx->needs_input_grad(0)) {
       // lam * conj(h[t-1]), h[t-1] the forward's exclusive recurrence
       const ScanOptions fwd{.exclusive = true, .reverse = f.reverse};
+      // (fused, exclusive, real: h[t-1] is the forward's output, an elementwise product)
       const at::Tensor lam_h =
-          fuse ? linear_recurrence_fused(af, conj_if_complex(x), f.dim, fwd, false, {}, lam)
+          fuse ? (saved.size() == 3
+                      ? lam * saved[2]
+                      : linear_recurrence_fused(af, conj_if_complex(x), f.dim, fwd, false, {}, lam))
                : lam * scanops::linear_recurrence(af, conj_if_complex(x), f.dim, fwd);
       da = grad_for(lam_h, a.scalar_type(), a.sym_sizes());
     }
