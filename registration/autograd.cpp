@@ -172,7 +172,13 @@ class CumprodFn : public torch::autograd::Function<CumprodFn> {
     if (dtype.has_value()) ctx->saved_data["dtype"] = *dtype;
     at::AutoDispatchBelowADInplaceOrView guard;
     at::Tensor out = scanops::cumprod(self, dim, {exclusive, reverse, dtype});
-    ctx->save_for_backward({self, out});
+    // The output too where the fused backward reads it (real results: the exclusive products;
+    // complex ones need them conjugated and scan them again).
+    if (!out.is_complex()) {
+      ctx->save_for_backward({self, out});
+    } else {
+      ctx->save_for_backward({self});
+    }
     maybe_non_differentiable(ctx, out);
     return out;
   }
@@ -184,23 +190,22 @@ class CumprodFn : public torch::autograd::Function<CumprodFn> {
     at::Tensor x = self;
     if (ctx->saved_data.count("dtype")) x = x.to(ctx->saved_data["dtype"].toScalarType());
     x = conj_if_complex(x);
-    if (fuse_backward() && !x.is_complex()) {
-      // dx = (linrec(x, x * g or g; exclusive, !r) (+ g)) * before, and before (the exclusive
-      // products) is the forward's output: itself (exclusive), or read one position on in
-      // the backward's order (inclusive: shift_mul), so it takes no pass of its own.
+    const auto exclusive_products = [&] {
+      return scanops::cumprod(x, f.dim, {.exclusive = true, .reverse = f.reverse});
+    };
+    if (fuse_backward()) {
+      // dx = (linrec(x, x * g or g; exclusive, !r) (+ g)) * before, before (the exclusive
+      // products) the forward's output where it was saved: itself (exclusive), or read one
+      // position on in the backward's order (inclusive: shift_mul), no pass of its own.
+      const bool from_output = saved.size() == 2;
       const at::Tensor dx = linear_recurrence_fused(
           x, g, f.dim, {.exclusive = true, .reverse = !f.reverse}, /*scale_x=*/!f.exclusive,
-          f.exclusive ? std::optional<at::Tensor>() : std::optional<at::Tensor>(g), saved[1],
-          /*shift_mul=*/!f.exclusive);
+          f.exclusive ? std::optional<at::Tensor>() : std::optional<at::Tensor>(g),
+          from_output ? saved[1] : exclusive_products(),
+          /*shift_mul=*/from_output && !f.exclusive);
       return {grad_as(dx, self.scalar_type()), {}, {}, {}, {}};
     }
-    const at::Tensor before = scanops::cumprod(x, f.dim, {.exclusive = true, .reverse = f.reverse});
-    if (fuse_backward()) {  // (complex: the conjugated products)
-      const at::Tensor dx = linear_recurrence_fused(
-          x, g, f.dim, {.exclusive = true, .reverse = !f.reverse}, /*scale_x=*/!f.exclusive,
-          f.exclusive ? std::optional<at::Tensor>() : std::optional<at::Tensor>(g), before);
-      return {grad_as(dx, self.scalar_type()), {}, {}, {}, {}};
-    }
+    const at::Tensor before = exclusive_products();
     at::Tensor s;
     if (f.exclusive) {
       s = scanops::linear_recurrence(x, g, f.dim, {.exclusive = true, .reverse = !f.reverse});
