@@ -285,6 +285,67 @@ class LinearRecurrenceFn : public torch::autograd::Function<LinearRecurrenceFn> 
 // logcumsumexp(x; e, r) = y. dx_k = sum over the outputs i that include x_k of g_i exp(x_k - y_i)
 // = exp(x_k + logcumsumexp(log g - y; e, !r)_k), with the positive and negative parts of g
 // apart so that logs stay real (torch's formula; one complex scan for complex g).
+// Along dim, the pairs (k, next(k)) of consecutive scan positions (next(k) = k + 1, or k - 1
+// for reverse scans): fn(o, earlier, later) writes every pair's value to o, the view of out at
+// the pairs' later (at_later) or earlier elements, reading views of the n - 1 earlier or later
+// elements of a tensor through earlier(t) / later(t). The one position no pair covers there
+// (the first in scan order, or the last) is set to fill. Narrowed views and out= variants:
+// no shifted copy.
+template <class Fn>
+void along_pairs(at::Tensor& out, int64_t dim, bool reverse, bool at_later, const at::Scalar& fill,
+                 Fn&& fn) {
+  const c10::SymInt n = out.sym_size(dim);
+  const int64_t e = reverse ? 1 : 0, l = 1 - e;  // offsets of the earlier / later elements' views
+  const auto earlier = [&](const at::Tensor& t) { return t.narrow_symint(dim, e, n - 1); };
+  const auto later = [&](const at::Tensor& t) { return t.narrow_symint(dim, l, n - 1); };
+  at::Tensor o = at_later ? later(out) : earlier(out);
+  fn(o, earlier, later);
+  // uncovered: the first scan position (at_later) or the last one
+  const bool low_end = at_later != reverse;
+  out.narrow_symint(dim, low_end ? c10::SymInt(0) : n - 1, 1).fill_(fill);
+}
+
+// logcumsumexp's backward in one linear recurrence (real types, no graph recorded). With y the
+// output, dx[j] = sum over k at or after j in scan order (after j: exclusive) of
+// g[k] exp(x[j] - y[k]). Inclusive: Q[j] = sum_{k >= j} g[k] exp(y[j] - y[k]) is the
+// recurrence Q[j] = g[j] + c[next(j)] Q[next(j)], c[k] = exp(y[prev(k)] - y[k]) in [0, 1], and
+// dx = exp(x - y) Q: one fused scan (lam = c * (g + lam) exclusive, + g, times exp(x - y)).
+// Exclusive (y[next(j)] is the inclusive output at j, >= x[j]): dx[j] = exp(x[j] - y[next(j)])
+// Q'[next(j)], Q'[j] = g[j] + a[j] Q'[next(j)], a[j] = exp(y[j] - y[next(j)]); the last 0.
+// Every factor is an exp of a difference <= 0: no overflow, where torch's formula takes the
+// logs of |g| and runs two log-sum-exp scans (compute bound) and ~15 elementwise passes.
+// y is clamped to finite values for the coefficients: equal infinities (a +inf input and
+// everything after it, or an all -inf prefix) give c = 1 instead of exp(inf - inf) = NaN,
+// which would reach every earlier position through the recurrence (torch's gradient is finite
+// there); a NaN output stays NaN, as in torch. The factor exp(x - y) keeps y's infinities:
+// NaN where torch's is (the +inf input itself, an all -inf prefix).
+at::Tensor logcumsumexp_backward_fused(const at::Tensor& x, const at::Tensor& y,
+                                       const at::Tensor& g, const Flags& f,
+                                       const at::Scalar& lowest) {
+  const at::Scalar highest = -lowest.toDouble();
+  const at::Tensor yc = at::clamp(y, lowest, highest);
+  const int64_t d = f.dim;
+  const auto exp_diff = [](at::Tensor& o, const at::Tensor& u, const at::Tensor& v) {
+    at::sub_out(o, u, v);
+    o.exp_();
+  };
+  at::Tensor coef = at::empty_like(y, at::MemoryFormat::Contiguous);
+  const ScanOptions back{.exclusive = true, .reverse = !f.reverse};
+  if (!f.exclusive) {
+    along_pairs(coef, d, f.reverse, /*at_later=*/true, 0,
+                [&](at::Tensor& o, auto earlier, auto later) { exp_diff(o, earlier(yc), later(yc)); });
+    at::Tensor scale = at::sub(x, y);
+    scale.exp_();
+    return linear_recurrence_fused(coef, g, d, back, /*scale_x=*/true, g, scale);
+  }
+  along_pairs(coef, d, f.reverse, /*at_later=*/false, 0,
+              [&](at::Tensor& o, auto earlier, auto later) { exp_diff(o, earlier(yc), later(yc)); });
+  at::Tensor scale = at::empty_like(y, at::MemoryFormat::Contiguous);
+  along_pairs(scale, d, f.reverse, /*at_later=*/false, 0,
+              [&](at::Tensor& o, auto earlier, auto later) { exp_diff(o, earlier(x), later(y)); });
+  return linear_recurrence_fused(coef, g, d, back, /*scale_x=*/false, std::nullopt, scale);
+}
+
 class LogcumsumexpFn : public torch::autograd::Function<LogcumsumexpFn> {
  public:
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& self, int64_t dim,
@@ -316,6 +377,13 @@ class LogcumsumexpFn : public torch::autograd::Function<LogcumsumexpFn> {
     const at::Scalar lowest = AT_DISPATCH_FLOATING_TYPES_AND2(
         at::kHalf, at::kBFloat16, g.scalar_type(), "scanops.logcumsumexp_backward",
         [] { return at::Scalar(std::numeric_limits<scalar_t>::lowest()); });
+    // The fused form on the CPU (which accumulates float32 in float64) and for float64:
+    // CUDA's float32 linear recurrence is a tree of float32 products, and this one's
+    // coefficients are near 1 over long stretches (exp(y[k-1] - y[k]) ~ 1 - 1/k): 5e-3
+    // relative on a 1-D 2^22 line where torch's formula gives 7e-4 (H100, 2026-11-25).
+    if (fuse_backward() && (g.device().is_cpu() || g.scalar_type() == at::kDouble)) {
+      return {logcumsumexp_backward_fused(self, result, g, f, lowest), {}, {}, {}};
+    }
     const at::Tensor floor = at::scalar_tensor(lowest, g.options());
     const at::Tensor log_abs = g.abs().log();
     const at::Tensor log_pos = at::where(g > 0, log_abs, floor);
@@ -365,15 +433,43 @@ class CumExtremumFn : public torch::autograd::Function<CumExtremumFn> {
     if (idx.dim() == 0) return {f.exclusive ? at::zeros_like(g) : g, {}, {}, {}, {}};
     if (g.sym_numel() == 0) return {g, {}, {}, {}, {}};
     const int64_t d = f.dim;
+    std::vector<c10::SymInt> pos_shape(idx.dim(), c10::SymInt(1));
+    pos_shape[d] = idx.sym_size(d);
+    const at::Tensor pos =
+        at::arange(at::Scalar(idx.sym_size(d)), idx.options()).view_symint(pos_shape);
+    if (fuse_backward()) {
+      // One fused scan against the scan order (no graph recorded). Inclusive: the run of k
+      // starts at k (idx[k] == k, a head); lam = c * (g + lam) exclusive with c = (idx != pos),
+      // 0 at every head, so lam[k] + g[k] is g's sum from k to the end of k's run, kept at the
+      // heads: dx = head * (lam + g). Exclusive: the run of k starts at next(k);
+      // Q[k] = g[k] + a[k] Q[next(k)], a[k] = (idx[k] == idx[next(k)]), and dx[k] =
+      // Q[next(k)] (the exclusive scan's value at k) where idx[next(k)] == k.
+      const ScanOptions back{.exclusive = true, .reverse = !f.reverse};
+      at::Tensor coef = at::empty_like(g, at::MemoryFormat::Contiguous);
+      if (!f.exclusive) {
+        at::ne_out(coef, idx, pos);
+        return {linear_recurrence_fused(coef, g, d, back, /*scale_x=*/true, g,
+                                        at::logical_not(coef)),
+                {}, {}, {}, {}};
+      }
+      along_pairs(coef, d, f.reverse, /*at_later=*/false, 0,
+                  [&](at::Tensor& o, auto earlier, auto later) {
+                    at::eq_out(o, earlier(idx), later(idx));
+                  });
+      at::Tensor head = at::empty_like(idx, idx.options().dtype(at::kBool),
+                                       at::MemoryFormat::Contiguous);
+      along_pairs(head, d, f.reverse, /*at_later=*/false, false,
+                  [&](at::Tensor& o, auto earlier, auto later) {
+                    at::eq_out(o, later(idx), earlier(pos));
+                  });
+      return {linear_recurrence_fused(coef, g, d, back, /*scale_x=*/false, std::nullopt, head),
+              {}, {}, {}, {}};
+    }
     // Next position in scan order: k+1 (forward scans), k-1 (reverse).
     const bool up = f.reverse;  // shift_along(t, up = reverse)[k] = t[next(k)]
     const at::Tensor next_idx = shift_along(idx, d, up, -2);
     const at::Tensor same_run = (idx == next_idx).to(g.scalar_type());
     const at::Tensor h = scanops::linear_recurrence(same_run, g, d, {.reverse = !f.reverse});
-    std::vector<c10::SymInt> pos_shape(idx.dim(), c10::SymInt(1));
-    pos_shape[d] = idx.sym_size(d);
-    const at::Tensor pos =
-        at::arange(at::Scalar(idx.sym_size(d)), idx.options()).view_symint(pos_shape);
     at::Tensor dx;
     if (f.exclusive) {
       dx = at::where(next_idx == pos, shift_along(h, d, up, 0), at::zeros({}, g.options()));

@@ -14,6 +14,8 @@ backward is recorded; a double backward takes the composite formulas. Checked he
   against a float64 autograd reference;
 - the shifted epilogue (shift_mul: cumprod's exclusive products from the forward's output) and
   _linear_recurrence_backward (dx and da of an inclusive linear_recurrence in one scan);
+- logcumsumexp's, cummax's and cummin's backward (one fused linear recurrence each) against
+  autograd through torch's own functions, special values too;
 - opcheck of the internal ops, and their argument errors.
 """
 from __future__ import annotations
@@ -232,6 +234,120 @@ def test_backward_fused_matches_composite(device, op, dtype, shape, dim, seed):
         for f, w in zip(fused, ref):
             scale = 1 + w.abs().amax().item()
             assert (f.to(wide) - w).abs().amax().item() <= 1e-3 * scale, (op, e, r)
+
+
+def _torch_family(op, x, dim, e, r):
+    """The op by torch's own (differentiable) functions, flipped / shifted for the flags."""
+    n = x.shape[dim]
+    xs = x.flip(dim) if r else x
+    if op == "logcumsumexp":
+        y = torch.logcumsumexp(xs, dim)
+        fill = float("-inf")
+    else:
+        y = getattr(torch, op)(xs, dim).values
+        fill = float("-inf") if op == "cummax" else float("inf")
+    if e:
+        y = torch.cat([torch.full_like(y.narrow(dim, 0, 1), fill), y.narrow(dim, 0, n - 1)], dim)
+    return y.flip(dim) if r else y
+
+
+# logcumsumexp, cummax and cummin take one fused linear recurrence in their backward when no
+# graph is recorded (registration/autograd.cpp): every kernel path's shape class, every flag.
+@device_p
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+@pytest.mark.parametrize("shape,dim", SHAPES)
+def test_logcumsumexp_backward_fused(device, dtype, shape, dim, seed):
+    gen = make_gen(seed, device)
+    x = (3 * torch.randn(shape, generator=gen, device=device, dtype=torch.float64)).to(dtype)
+    g = torch.randn(shape, generator=gen, device=device, dtype=torch.float64).to(dtype)
+    n = shape[dim]
+    for e, r in itertools.product((False, True), repeat=2):
+        fn = lambda t: ops.logcumsumexp(t, dim, exclusive=e, reverse=r)  # noqa: E731
+        (got,) = _grads(fn, [x], g, create_graph=False)
+        (again,) = _grads(fn, [x], g, create_graph=False)
+        assert got.dtype == dtype and same(got, again), (e, r)  # run to run
+        (want,) = _grads(lambda t: _torch_family("logcumsumexp", t, dim, e, r),
+                         [x.double()], g.double(), create_graph=False)
+        if e:  # the last element in scan order reaches no output: torch's composition gives
+            last = 0 if r else n - 1  # exp(-inf + x) there, 0 unless x = +inf
+            want.narrow(dim, last, 1).zero_()
+        # against torch's formula in float64: no worse than 4x torch's own error in dtype (a
+        # sum of up to n rounded terms; measured on the CPU: 5.8e-6 / 5.8e-12 / 0.042 at most)
+        (theirs,) = _grads(lambda t: _torch_family("logcumsumexp", t, dim, e, r), [x], g,
+                           create_graph=False)
+        if e:
+            theirs.narrow(dim, last, 1).zero_()
+        scale = 1 + want.abs().amax().item()
+        err = (got.double() - want).abs().amax().item() / scale
+        err_torch = (theirs.double() - want).abs().amax().item() / scale
+        floor = {torch.float32: 2e-5, torch.float64: 2e-11, torch.bfloat16: 0.15}[dtype]
+        assert err <= max(floor, 4 * err_torch), (e, r, err, err_torch)
+
+
+@device_p
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_logcumsumexp_backward_fused_special(device, dtype, seed):
+    """-inf (often, and all -inf prefixes), +inf and NaN inputs: torch's gradient where it is
+    finite, NaN where it is NaN (but at an exclusive scan's last element, which reaches no
+    output: 0)."""
+    gen = make_gen(seed, device)
+    inf = float("inf")
+    for shape, dim in [((6, 300), 1), ((300, 5), 0), ((2, 150000), 1)]:
+        for kind in ("neginf", "prefix", "posinf", "nan"):
+            x = 2 * torch.randn(shape, generator=gen, device=device, dtype=torch.float64)
+            u = torch.rand(shape, generator=gen, device=device)
+            if kind == "neginf":
+                x[u < 0.3] = -inf
+            elif kind == "prefix":
+                x.narrow(dim, 0, 7).fill_(-inf)
+                x.narrow(dim, shape[dim] - 7, 7).fill_(-inf)
+            elif kind == "posinf":
+                x[u < 0.01] = inf
+            else:
+                x[u < 0.003] = float("nan")
+            x = x.to(dtype)
+            g = torch.randn(shape, generator=gen, device=device, dtype=dtype)
+            for e, r in itertools.product((False, True), repeat=2):
+                fn = lambda t: ops.logcumsumexp(t, dim, exclusive=e, reverse=r)  # noqa: E731
+                (got,) = _grads(fn, [x], g, create_graph=False)
+                (want,) = _grads(lambda t: _torch_family("logcumsumexp", t, dim, e, r),
+                                 [x.double()], g.double(), create_graph=False)
+                (theirs,) = _grads(lambda t: _torch_family("logcumsumexp", t, dim, e, r), [x],
+                                   g, create_graph=False)
+                if e:
+                    want.narrow(dim, 0 if r else shape[dim] - 1, 1).zero_()
+                    theirs.narrow(dim, 0 if r else shape[dim] - 1, 1).zero_()
+                fin = torch.isfinite(want)
+                assert torch.equal(torch.isnan(got), torch.isnan(want)), (kind, e, r)
+                if not fin.any():
+                    continue
+                scale = 1 + want[fin].abs().amax().item()
+                err = (got[fin].double() - want[fin]).abs().amax().item() / scale
+                err_torch = (theirs[fin].double() - want[fin]).abs().amax().item() / scale
+                floor = 2e-5 if dtype == torch.float32 else 2e-11  # as above
+                assert err <= max(floor, 4 * err_torch), (kind, e, r, err, err_torch)
+
+
+@device_p
+@pytest.mark.parametrize("op", ["cummax", "cummin"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("shape,dim", SHAPES)
+def test_cum_extremum_backward_fused(device, op, dtype, shape, dim, seed):
+    """Exactly torch's gradient (small-integer data: ties, runs of every length; small-integer
+    grads: exact sums), bit for bit run to run."""
+    gen = make_gen(seed, device)
+    x = torch.randint(-40, 41, shape, generator=gen, device=device).to(dtype)
+    lim = 2 if dtype == torch.bfloat16 else 5
+    g = torch.randint(-lim, lim + 1, shape, generator=gen, device=device).to(dtype)
+    if dtype == torch.bfloat16 and shape[dim] > 256:  # bfloat16 sums of integers: exact to 256
+        g = (torch.rand(shape, generator=gen, device=device) < 0.01).to(dtype)
+    for e, r in itertools.product((False, True), repeat=2):
+        fn = lambda t: getattr(ops, op)(t, dim, exclusive=e, reverse=r)[0]  # noqa: E731
+        (got,) = _grads(fn, [x], g, create_graph=False)
+        (again,) = _grads(fn, [x], g, create_graph=False)
+        (want,) = _grads(lambda t: _torch_family(op, t, dim, e, r), [x], g, create_graph=False)
+        assert got.dtype == dtype and torch.equal(got, want), (e, r)
+        assert same(got, again), (e, r)
 
 
 @device_p
