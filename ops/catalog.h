@@ -83,12 +83,13 @@ inline const at::Tensor* optional_ptr(const std::optional<at::Tensor>& t) {
   inline at::Tensor linear_recurrence_fused##SUFFIX(                                           \
       const at::Tensor& a, const at::Tensor& x, int64_t dim, bool exclusive, bool reverse,     \
       bool scale_x, const std::optional<at::Tensor>& add, const std::optional<at::Tensor>& mul, \
-      bool shift_mul) {                                                                        \
+      bool shift_mul, bool wide_acc) {                                                         \
     ScanOperands in{x, nullptr, &a, "x", "a"};                                                 \
     in.add = optional_ptr(add);                                                                \
     in.mul = optional_ptr(mul);                                                                \
     in.scale_input = scale_x;                                                                  \
     in.shift_mul = shift_mul;                                                                  \
+    in.wide_acc = wide_acc;                                                                    \
     return ENGINE(linear_recurrence_fused_spec(exclusive, reverse), in, dim, std::nullopt);    \
   }                                                                                            \
   /* dx = lam = g + linrec(a, a * g; exclusive, !reverse), da = lam * h[t-1] (0 at the     \

@@ -141,6 +141,9 @@ void dispatch_scan(const ScanProblem& p) {
       case CombineKind::Prod:
         return detail::run_same_or_long<ProdCombine, Runner, kWide, T>(p);
       case CombineKind::Affine:
+        if constexpr (!is_complex<T>::value && fp) {
+          if (p.wide_acc) return Runner<AffineCombine<acc_t<T, true>>, T, T>::run(p);
+        }
         if constexpr (fp) return Runner<AffineCombine<acc_t<T, kWide>>, T, T>::run(p);
         detail::unexpected(p);
       case CombineKind::LogAddExp:

@@ -296,6 +296,7 @@ std::tuple<at::Tensor, at::Tensor> run(const ScanSpec& spec, const ScanOperands&
     }
   }
   p.scale_input = in.scale_input;
+  p.wide_acc = in.wide_acc;
   // Lazy conjugate / negative views (x.conj(), as autograd's complex formulas pass) hold
   // the unconjugated data: the kernels read memory, so materialise them.
   for (at::Tensor* t : {&p.input, &p.add, &p.mul}) {

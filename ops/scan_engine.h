@@ -66,6 +66,7 @@ struct ScanProblem {
   bool shift_mul = false;
   at::Tensor second;
   bool scale_input = false;
+  bool wide_acc = false;  // see ScanOperands::wide_acc
   BroadcastStrides mask_strides;
   BroadcastStrides coeff_strides;
   int64_t outer = 1;
@@ -110,6 +111,9 @@ struct ScanOperands {
   // first, and the last position of a line takes 0 (linear_recurrence's backward: da = lam *
   // h[t-1], h[-1] = 0, next to dx = lam).
   bool mul_second = false;
+  // Affine, real floating types: float32 / half inputs accumulate in float64 on every back end
+  // (the CPU does anyway; CUDA's trees of float32 products are biased for factors near 1).
+  bool wide_acc = false;
 };
 
 // Checks shared by the real kernels and the Meta kernels (no data access). Returns the

@@ -107,14 +107,14 @@ at::Tensor linear_recurrence_fused(const at::Tensor& a, const at::Tensor& x, int
                                    ScanOptions o, bool scale_x,
                                    const std::optional<at::Tensor>& add,
                                    const std::optional<at::Tensor>& mul,
-                                   bool shift_mul = false) {
+                                   bool shift_mul = false, bool wide_acc = false) {
   static const auto op =
       c10::Dispatcher::singleton()
           .findSchemaOrThrow("scanops::_linear_recurrence_fused", "")
           .typed<at::Tensor(const at::Tensor&, const at::Tensor&, int64_t, bool, bool, bool,
                             const std::optional<at::Tensor>&, const std::optional<at::Tensor>&,
-                            bool)>();
-  return op.call(a, x, dim, o.exclusive, o.reverse, scale_x, add, mul, shift_mul);
+                            bool, bool)>();
+  return op.call(a, x, dim, o.exclusive, o.reverse, scale_x, add, mul, shift_mul, wide_acc);
 }
 
 void maybe_non_differentiable(AutogradContext* ctx, const at::Tensor& out) {
@@ -319,6 +319,9 @@ void along_pairs(at::Tensor& out, int64_t dim, bool reverse, bool at_later, cons
 // which would reach every earlier position through the recurrence (torch's gradient is finite
 // there); a NaN output stays NaN, as in torch. The factor exp(x - y) keeps y's infinities:
 // NaN where torch's is (the +inf input itself, an all -inf prefix).
+// The recurrence accumulates in float64 (wide_acc): its coefficients are near 1 over long
+// stretches (~ 1 - 1/k), where CUDA's trees of float32 products are biased: in float32 it was
+// 5e-3 relative off on a 1-D 2^22 line, where torch's formula gives 7e-4 (H100, 2026-11-25).
 at::Tensor logcumsumexp_backward_fused(const at::Tensor& x, const at::Tensor& y,
                                        const at::Tensor& g, const Flags& f,
                                        const at::Scalar& lowest) {
@@ -336,14 +339,16 @@ at::Tensor logcumsumexp_backward_fused(const at::Tensor& x, const at::Tensor& y,
                 [&](at::Tensor& o, auto earlier, auto later) { exp_diff(o, earlier(yc), later(yc)); });
     at::Tensor scale = at::sub(x, y);
     scale.exp_();
-    return linear_recurrence_fused(coef, g, d, back, /*scale_x=*/true, g, scale);
+    return linear_recurrence_fused(coef, g, d, back, /*scale_x=*/true, g, scale,
+                                   /*shift_mul=*/false, /*wide_acc=*/true);
   }
   along_pairs(coef, d, f.reverse, /*at_later=*/false, 0,
               [&](at::Tensor& o, auto earlier, auto later) { exp_diff(o, earlier(yc), later(yc)); });
   at::Tensor scale = at::empty_like(y, at::MemoryFormat::Contiguous);
   along_pairs(scale, d, f.reverse, /*at_later=*/false, 0,
               [&](at::Tensor& o, auto earlier, auto later) { exp_diff(o, earlier(x), later(y)); });
-  return linear_recurrence_fused(coef, g, d, back, /*scale_x=*/false, std::nullopt, scale);
+  return linear_recurrence_fused(coef, g, d, back, /*scale_x=*/false, std::nullopt, scale,
+                                 /*shift_mul=*/false, /*wide_acc=*/true);
 }
 
 class LogcumsumexpFn : public torch::autograd::Function<LogcumsumexpFn> {
@@ -377,11 +382,7 @@ class LogcumsumexpFn : public torch::autograd::Function<LogcumsumexpFn> {
     const at::Scalar lowest = AT_DISPATCH_FLOATING_TYPES_AND2(
         at::kHalf, at::kBFloat16, g.scalar_type(), "scanops.logcumsumexp_backward",
         [] { return at::Scalar(std::numeric_limits<scalar_t>::lowest()); });
-    // The fused form on the CPU (which accumulates float32 in float64) and for float64:
-    // CUDA's float32 linear recurrence is a tree of float32 products, and this one's
-    // coefficients are near 1 over long stretches (exp(y[k-1] - y[k]) ~ 1 - 1/k): 5e-3
-    // relative on a 1-D 2^22 line where torch's formula gives 7e-4 (H100, 2026-11-25).
-    if (fuse_backward() && (g.device().is_cpu() || g.scalar_type() == at::kDouble)) {
+    if (fuse_backward()) {
       return {logcumsumexp_backward_fused(self, result, g, f, lowest), {}, {}, {}};
     }
     const at::Tensor floor = at::scalar_tensor(lowest, g.options());

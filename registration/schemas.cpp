@@ -34,14 +34,15 @@ TORCH_LIBRARY(scanops, m) {
       tags);
   // Internal (the backward passes' fusions, no autograd of their own): the scan's output y
   // written as mul * (y + add); _linear_recurrence_fused with scale_x lifts (a[t], a[t] x[t]),
-  // with shift_mul multiplies mul at the next scan position (1 at a line's last).
+  // with shift_mul multiplies mul at the next scan position (1 at a line's last); wide_acc
+  // accumulates float32 / half inputs in float64 on every back end (CUDA: float32 otherwise).
   m.def(
       "_cumsum_fused(Tensor self, int dim, *, bool exclusive, bool reverse, Tensor? add, "
       "Tensor? mul) -> Tensor",
       tags);
   m.def(
       "_linear_recurrence_fused(Tensor a, Tensor x, int dim, *, bool exclusive, bool reverse, "
-      "bool scale_x, Tensor? add, Tensor? mul, bool shift_mul=False) -> Tensor",
+      "bool scale_x, Tensor? add, Tensor? mul, bool shift_mul=False, bool wide_acc=False) -> Tensor",
       tags);
   // The backward of an inclusive linear_recurrence(a, x; reverse) = h, in one scan: (dx, da)
   // = (lam, lam * h[t-1]), lam = g + linear_recurrence(a, a * g; exclusive, !reverse), h[-1]

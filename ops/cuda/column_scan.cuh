@@ -517,11 +517,13 @@ constexpr int vec_tile_rows() {
 // broadcast companion takes the kernel its dense twin takes (the same association: the
 // same bits), gathering the companion vector by vector (hold_vec; fetching every vector
 // before holding any spilled 150-1100 bytes; this way ptxas spills none but int32 masked
-// sums, 192 bytes).
+// sums, 192 bytes). A lane's states at most 32 bytes (the look-back window in shared memory:
+// float32 inputs of a float64 linear recurrence, wide_acc, would take 64).
 template <class Combine, class Source, class Sink>
 constexpr bool vec_columns_compiled() {
   return Source::kVec > 1 && Source::kVec == Sink::kVec && Source::kInBytes >= 4 &&
-         !Combine::selects && !Combine::indexed && !Combine::costly;
+         !Combine::selects && !Combine::indexed && !Combine::costly &&
+         Source::kVec * sizeof(typename Combine::state_t) <= 32;
 }
 
 // Whether column_vec_kernel may run: compiled, and every dense tensor aligned to its vector

@@ -5,5 +5,6 @@ namespace scanops::cuda {
 #define SCANOPS_INSTANTIATE(in_t, out_t, acc) \
   template void launch_scan<AffineCombine<acc>, in_t, out_t>(const DeviceProblem&);
 SCANOPS_CUDA_FLOAT_COMPLEX_TYPES(SCANOPS_INSTANTIATE)
+SCANOPS_CUDA_AFFINE_WIDE_TYPES(SCANOPS_INSTANTIATE)
 #undef SCANOPS_INSTANTIATE
 }  // namespace scanops::cuda

@@ -45,6 +45,8 @@ constexpr bool is_instantiated() {
   (std::is_same_v<in_t, I> && std::is_same_v<out_t, O> && std::is_same_v<ACC, decltype(Combine::value(Combine::identity()))>) ||
   if constexpr (std::is_same_v<Combine, AffineCombine<A>>) {
     return SCANOPS_CUDA_FLOAT_COMPLEX_TYPES(SCANOPS_MATCH) false;
+  } else if constexpr (std::is_same_v<Combine, AffineCombine<W>>) {
+    return SCANOPS_CUDA_AFFINE_WIDE_TYPES(SCANOPS_MATCH) false;
   } else if constexpr (std::is_same_v<Combine, LogAddExpCombine<A>>) {
     return SCANOPS_CUDA_FLOAT_COMPLEX_TYPES(SCANOPS_MATCH) false;
   } else if constexpr (std::is_same_v<Combine, MaxCombine<V>> ||

@@ -109,6 +109,12 @@ void launch_scan(const DeviceProblem& p);
   SCANOPS_CUDA_INTEGRAL_TYPES(X)
 
 // Floating and complex types (in_t == out_t) of Affine and LogAddExp.
+// Affine with ScanProblem::wide_acc: float32 and half inputs accumulating in float64.
+#define SCANOPS_CUDA_AFFINE_WIDE_TYPES(X)         \
+  X(float, float, double)                         \
+  X(c10::Half, c10::Half, double)                 \
+  X(c10::BFloat16, c10::BFloat16, double)
+
 #define SCANOPS_CUDA_FLOAT_COMPLEX_TYPES(X)                           \
   X(float, float, float)                                              \
   X(double, double, double)                                           \

@@ -16,6 +16,7 @@ backward is recorded; a double backward takes the composite formulas. Checked he
   _linear_recurrence_backward (dx and da of an inclusive linear_recurrence in one scan);
 - logcumsumexp's, cummax's and cummin's backward (one fused linear recurrence each) against
   autograd through torch's own functions, special values too;
+- wide_acc (float32 / half accumulating in float64 on CUDA too);
 - opcheck of the internal ops, and their argument errors.
 """
 from __future__ import annotations
@@ -236,6 +237,35 @@ def test_backward_fused_matches_composite(device, op, dtype, shape, dim, seed):
             assert (f.to(wide) - w).abs().amax().item() <= 1e-3 * scale, (op, e, r)
 
 
+@device_p
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("shape,dim", SHAPES)
+def test_linear_recurrence_fused_wide_acc(device, dtype, shape, dim, seed):
+    """wide_acc: float32 / bfloat16 inputs accumulate in float64, on CUDA too (the CPU always
+    does: the same bits there). Coefficients 1 - 1/k (logcumsumexp's backward's kind), whose
+    float32 products drift on CUDA: within 1 ulp of the float64 recurrence rounded once."""
+    gen = make_gen(seed, device)
+    n = shape[dim]
+    k = torch.arange(1, n + 1, device=device, dtype=torch.float64)
+    view = [1] * len(shape)
+    view[dim] = n
+    a = (1 - 1 / (k + 1)).view(view).expand(shape).to(dtype)
+    x = torch.rand(shape, generator=gen, device=device, dtype=torch.float64).to(dtype)
+    for e, r in itertools.product((False, True), repeat=2):
+        kw = dict(exclusive=e, reverse=r, add=None, mul=None)
+        wide = ops._linear_recurrence_fused(a, x, dim, scale_x=True, wide_acc=True, **kw)
+        narrow = ops._linear_recurrence_fused(a, x, dim, scale_x=True, **kw)
+        want = ops.linear_recurrence(a.double(), a.double() * x.double(), dim, exclusive=e,
+                                     reverse=r)
+        assert wide.dtype == dtype
+        ulp = torch.finfo(dtype).eps * want.abs()
+        assert ((wide.double() - want).abs() <= ulp + 1e-30).all(), (e, r)
+        if device == "cpu":
+            assert same(wide, narrow)
+        elif n > 100_000 and dtype == torch.float32:  # (float32 products drift visibly)
+            assert (wide.double() - want).abs().amax() < (narrow.double() - want).abs().amax()
+
+
 def _torch_family(op, x, dim, e, r):
     """The op by torch's own (differentiable) functions, flipped / shifted for the flags."""
     n = x.shape[dim]
@@ -368,6 +398,8 @@ def test_opcheck_fused(device, seed):
          dict(exclusive=True, reverse=False, scale_x=False, add=None, mul=a)),
         (ops._linear_recurrence_fused.default, (a, x, 1),
          dict(exclusive=True, reverse=True, scale_x=True, add=x, mul=a, shift_mul=True)),
+        (ops._linear_recurrence_fused.default, (a.float(), x.float(), 0),
+         dict(exclusive=False, reverse=True, scale_x=True, add=x.float(), mul=m, wide_acc=True)),
         (ops._linear_recurrence_backward.default, (a, x, a, 1), dict(reverse=False)),
         (ops._linear_recurrence_backward.default, (a, x, a, 0), dict(reverse=True)),
     ]
