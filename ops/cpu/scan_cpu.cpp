@@ -433,9 +433,11 @@ struct ExtKernel {
 // 0's carry-out its walk's end state; the same for every thread count. (Before 2026-11-25 the
 // carry-out was the walk's end state from the carry-in, the one-pass walk's bits, but a chain
 // through every element of a line: 1-D at 2 threads slower than at 1, 16 threads 1.4x faster
-// than 1 on the Xeon.) Rows of more rows, and columns (kFromCarry): a block's carry-out is
-// the walk's end from its carry-in (the Scheduler's chained scans compute it by a walk
-// without outputs), the one-pass walk's bits.
+// than 1 on the Xeon.) One thread walking a line's blocks in turn takes T_b inside the walk
+// (row_block_total: the same bits as block_total, one pass over the block less). Rows of
+// more rows, and columns (kFromCarry): a block's carry-out is the walk's end from its
+// carry-in (the Scheduler's chained scans compute it by a walk without outputs), the
+// one-pass walk's bits.
 template <class T>
 struct LseKernel {
   using S = LseState;
@@ -456,6 +458,32 @@ struct LseKernel {
   static bool row_stream_ok(const Ctx& c, int64_t o) {
     const int64_t end = c.reverse ? (o + 1) * c.n : o * c.n;
     return c.stream && (reinterpret_cast<uintptr_t>(static_cast<T*>(c.out) + end) % kAlign == 0);
+  }
+  // row_block with outputs from the carry-in C, returning the block's total (block_total's
+  // bits) for the carry-out fold(C, total): one thread walking a line's blocks in turn. The
+  // total's maximum is a pass of its own before the walk (lse_block_max); its sum of exps is
+  // taken inside the walk, beside the t scans (lse_row_impl<kTot>; cache-resident, 2-core VM:
+  // 4.5 ns an element, the walk and a separate block_total 4.8). Blocks that are not whole
+  // multiples of 64 elements, or whose maximum is not finite (infinities, NaN), walk and take
+  // block_total separately.
+  __attribute__((noinline)) static S row_block_total(const Ctx& c, int64_t o, int64_t s0, int64_t s1, const S& C) {
+    const T* in = static_cast<const T*>(c.in);
+    T* out = static_cast<T*>(c.out);
+    const int64_t r = o * c.n, lo = c.reverse ? r + c.n - s1 : r + s0;
+    bool nan = false;
+    LseTotalSums tot{(s1 - s0) % 64 == 0 ? lse_block_max(in, lo, lo + (s1 - s0), nan) : 0.0, 0.0, 0.0};
+    if ((s1 - s0) % 64 != 0 || nan || !(tot.m - tot.m == 0.0)) {
+      row_block(c, o, s0, s1, C, true, true);
+      return block_total(c, o, s0, s1);
+    }
+    with_bool(c.reverse, [&](auto R) {
+      with_bool(c.exclusive, [&](auto E) {
+        with_bool(row_stream_ok(c, o), [&](auto NT) {
+          lse_row_impl<T, R(), E(), true, NT(), true>(in, out, r, c.n, s0, s1, C, &tot);
+        });
+      });
+    });
+    return lse_total_finish(tot);
   }
   __attribute__((noinline)) static S row_block(const Ctx& c, int64_t o, int64_t s0, int64_t s1, const S& C,
                                                bool carry, bool write) {
@@ -837,9 +865,19 @@ struct Scheduler {
           for (int64_t blk = 0; blk < nb; ++blk) {
             const int64_t s0 = blk * B, s1 = std::min(n, s0 + B);
             prefault_row(c, o, s0, s1);
-            const S T_ = K::row_block(c, o, s0, s1, C, blk > 0, true);
             if constexpr (RowTotals<K>::value) {  // (else: the walk's end is the carry-out)
-              C = (blk > 0 && totals) ? K::fold(C, K::block_total(c, o, s0, s1)) : T_;
+              if (blk > 0 && totals) {  // the walk takes the block's total too (the last's: unused)
+                if (blk + 1 < nb) {
+                  C = K::fold(C, K::row_block_total(c, o, s0, s1, C));
+                } else {
+                  K::row_block(c, o, s0, s1, C, true, true);
+                }
+                continue;
+              }
+            }
+            const S T_ = K::row_block(c, o, s0, s1, C, blk > 0, true);
+            if constexpr (RowTotals<K>::value) {
+              C = T_;
             } else {
               C = blk > 0 ? K::fold(C, T_) : T_;
             }
