@@ -275,6 +275,13 @@ std::tuple<at::Tensor, at::Tensor> run(const ScanSpec& spec, const ScanOperands&
   };
   if (in.mask != nullptr) p.mask = companion(*in.mask, p.mask_strides);
   if (in.coeff != nullptr) p.coeff = companion(*in.coeff, p.coeff_strides);
+  const auto sizes = self.sizes();
+  p.outer = 1;
+  p.inner = 1;
+  p.length = self.dim() == 0 ? 1 : sizes[d];
+  for (int64_t k = 0; k < d; ++k) p.outer *= sizes[k];
+  for (int64_t k = d + 1; k < self.dim(); ++k) p.inner *= sizes[k];
+
   // The backward fusions' operands, materialised the same way.
   if (in.add != nullptr && in.add->defined()) p.add = in.add->expand(self.sizes()).contiguous();
   if (in.mul != nullptr && in.mul->defined()) p.mul = in.mul->expand(self.sizes()).contiguous();
@@ -282,9 +289,7 @@ std::tuple<at::Tensor, at::Tensor> run(const ScanSpec& spec, const ScanOperands&
   if (in.shift_mul) {
     // The CUDA row kernels of linear recurrences with dense coefficients read mul one
     // position on in place; elsewhere it is shifted here.
-    bool rows = true;
-    for (int64_t k = d + 1; k < self.dim(); ++k) rows &= self.size(k) == 1;
-    if (self.device().is_cuda() && rows && spec.kind == CombineKind::Affine &&
+    if (self.device().is_cuda() && p.inner == 1 && spec.kind == CombineKind::Affine &&
         p.mul.scalar_type() != at::kBool && !p.coeff_strides.in_place) {
       p.shift_mul = true;
       if (in.mul_second) p.second = indices;
@@ -306,12 +311,6 @@ std::tuple<at::Tensor, at::Tensor> run(const ScanSpec& spec, const ScanOperands&
   p.output = output;
   if (kind_is_indexed(spec.kind)) p.indices = indices;
 
-  const auto sizes = self.sizes();
-  p.outer = 1;
-  p.inner = 1;
-  p.length = self.dim() == 0 ? 1 : sizes[d];
-  for (int64_t k = 0; k < d; ++k) p.outer *= sizes[k];
-  for (int64_t k = d + 1; k < self.dim(); ++k) p.inner *= sizes[k];
 
   switch (self.device().type()) {
     case c10::DeviceType::CPU:

@@ -448,9 +448,9 @@ class CumExtremumFn : public torch::autograd::Function<CumExtremumFn> {
       const ScanOptions back{.exclusive = true, .reverse = !f.reverse};
       at::Tensor coef = at::empty_like(g, at::MemoryFormat::Contiguous);
       if (!f.exclusive) {
-        at::ne_out(coef, idx, pos);
-        return {linear_recurrence_fused(coef, g, d, back, /*scale_x=*/true, g,
-                                        at::logical_not(coef)),
+        const at::Tensor head = at::eq(idx, pos);
+        at::logical_not_out(coef, head);
+        return {linear_recurrence_fused(coef, g, d, back, /*scale_x=*/true, g, head),
                 {}, {}, {}, {}};
       }
       along_pairs(coef, d, f.reverse, /*at_later=*/false, 0,

@@ -580,9 +580,8 @@ struct OutputSink {
 // else fill() 1. The row kernels compute the factors (RowTile::store_striped_next) and pass
 // them to put / put_vec as `f`. kSecond a compile-time choice: with a run-time one (a test of
 // `second` per store) cumprod fwd+bwd measured 64% of its copies on the H100, 69% without it.
-// A type of
-// its own, so that the forward kernels' code and parameters stay as they are (a run-time
-// test of mul_next in every row store cost the look-back rows 2-5% on the H100).
+// A type of its own, so that the forward kernels' code and parameters stay as they are (a
+// run-time test of mul_next in every row store cost the look-back rows 2-5% on the H100).
 template <class Combine, class out_t, bool kSecond>
 struct MulNextSink : OutputSink<Combine, out_t> {
   using Base = OutputSink<Combine, out_t>;
