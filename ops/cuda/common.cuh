@@ -454,6 +454,7 @@ struct OutputSink {
   static constexpr int kVec = vec_width<out_t>();
   using value_t = out_t;
   static constexpr bool kMulNext = false;  // see MulNextSink
+  static constexpr bool kMaskPre = false;  // see MaskPreSink
   out_t* out;
   int64_t* indices = nullptr;  // indexed combines only
   bool streaming = false;      // vector stores evict-first (outputs larger than L2)
@@ -599,6 +600,26 @@ struct MulNextSink : OutputSink<Combine, out_t> {
   }
 };
 
+// An OutputSink whose only epilogue is mul_mask (masked_cumsum's backward: dx = mask * scan),
+// for the row kernels, which load a full tile's mask vectors after its input
+// (RowTile::scan) and hand them to put_vec_pre: no load at store time. put_vec loads each
+// vector's operands next to its store, and a load is not moved above an earlier store that
+// may alias it, so a thread's 8 stores waited on 8 loads one after the other. Partial tiles
+// take put, which reads mul_mask.
+template <class Combine, class out_t>
+struct MaskPreSink : OutputSink<Combine, out_t> {
+  using Base = OutputSink<Combine, out_t>;
+  static constexpr bool kMaskPre = true;
+  static_assert(!Combine::indexed && !std::is_same_v<out_t, bool>);
+  __device__ __forceinline__ void put_vec_pre(int64_t i, const out_t (&s)[Base::kVec],
+                                              const Vec<bool, Base::kVec>& k) const {
+    Vec<out_t, Base::kVec> y;
+#pragma unroll
+    for (int t = 0; t < Base::kVec; ++t) y.v[t] = static_cast<out_t>(static_cast<out_t>(k.v[t]) * s[t]);
+    store_vec_hinted(reinterpret_cast<Vec<out_t, Base::kVec>*>(this->out + i), y, this->streaming);
+  }
+};
+
 // An array of states read and written as they are (no vector access: these arrays are small).
 // A StateSource and a StateSink may share one array: kernels read each element before
 // writing it, and only from the block that writes it.
@@ -625,6 +646,7 @@ struct StateSink {
   using lowered_t = state_t;
   static constexpr int kVec = 1;
   static constexpr bool kMulNext = false;
+  static constexpr bool kMaskPre = false;
   state_t* p;
   static __device__ __forceinline__ lowered_t lower(const state_t& s) { return s; }
   __device__ __forceinline__ void put(int64_t i, const lowered_t& s) const { p[i] = s; }

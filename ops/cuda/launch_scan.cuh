@@ -26,6 +26,14 @@ namespace scanops::cuda {
 
 namespace detail {
 
+// The sums that take MaskPreSink: masked_cumsum's backward of floating types.
+template <class Combine, class out_t>
+struct is_mask_pre_sum : std::false_type {};
+template <class acc_t, class out_t>
+struct is_mask_pre_sum<SumCombine<acc_t>, out_t>
+    : std::bool_constant<std::is_same_v<out_t, float> || std::is_same_v<out_t, double> ||
+                         std::is_same_v<out_t, c10::Half> || std::is_same_v<out_t, c10::BFloat16>> {};
+
 template <class Combine, class in_t, class out_t, bool kBroadcast>
 void launch_by_shape(const DeviceProblem& p) {
   const int64_t numel = p.outer * p.length * p.inner;
@@ -67,6 +75,18 @@ void launch_by_shape(const DeviceProblem& p) {
       return;
     } else {
       TORCH_CHECK(false, "scanops: internal error: shift_mul for this problem");
+    }
+  }
+  // masked_cumsum's backward (a sum whose only epilogue is a mask) along rows: the row tiles
+  // load the mask's vectors with their input (MaskPreSink). Floating sums only (its
+  // instantiation). H100, (32768, 32768) float32 masked_cumsum fwd+bwd: 83% -> 95% of its
+  // copies. The same in the vector column tiles (the R mask vectors of a lane loaded with its
+  // input, held through the tile's look-back) took it along dim 0 from 65% to 59%: not used.
+  if constexpr (is_mask_pre_sum<Combine, out_t>::value && !kBroadcast) {
+    if (p.inner == 1 && p.mul_mask != nullptr && p.add == nullptr && p.mul == nullptr) {
+      MaskPreSink<Combine, out_t> mask_dst{dst};
+      scan_rows<Combine>(p.ctx, src, mask_dst, p.outer, p.length, p.flags);
+      return;
     }
   }
   if (p.inner == 1) {

@@ -115,6 +115,12 @@ struct RowTile {
   // a chain of combines: on the H100, (32768, 32768) float32 logcumsumexp rows went from 42%
   // of copy (an exp and a log1p on the chain per item, twice) to 50%, 1-D 19% -> 24%.
   static constexpr bool kRuns = combine_runs<Combine>;
+  // MaskPreSink's mask vectors of a full tile, one per vector store of the lane (none for
+  // the other sinks).
+  static constexpr int kMaskVecs = Sink::kMaskPre ? kItems / Sink::kVec : 0;
+  struct MaskVecs {
+    Vec<bool, Sink::kVec> v[kMaskVecs > 0 ? kMaskVecs : 1];
+  };
 
   // A warp's buffer holds its held elements on the way in and its lowered ones on the way
   // out, at the same address (the element sizes may differ).
@@ -156,6 +162,19 @@ struct RowTile {
     held_t h[kItems];
 #pragma unroll
     for (int k = 0; k < kItems; ++k) h[k] = hbuf[padded(lane * kItems + k)];
+    // MaskPreSink: the mask vectors of the lane's stores (store_striped's offsets), loaded now,
+    // in flight during the scan.
+    MaskVecs mk;
+    if constexpr (Sink::kMaskPre) {
+      if (n == kTile && dst.vec_ok(lo)) {
+        const int64_t m0 = lo + (reverse ? kTile - wq - kWarpItems : wq);
+#pragma unroll
+        for (int j = 0; j < kMaskVecs; ++j) {
+          mk.v[j] = *reinterpret_cast<const Vec<bool, Sink::kVec>*>(
+              dst.mul_mask + m0 + (j * kWarpSize + lane) * Sink::kVec);
+        }
+      }
+    }
 
     heads_t heads = 0;  // bit k: a segment starts at position q0 + k
     if (seg > 0) {
@@ -208,7 +227,7 @@ struct RowTile {
     if constexpr (Sink::kMulNext) {
       store_striped_next(dst, obuf, lo, n, seg, pos0, wq, reverse, lane);
     } else {
-      store_striped(dst, obuf, lo, n, wq, reverse, lane);
+      store_striped(dst, obuf, lo, n, wq, reverse, lane, mk);
     }
     return total;
   }
@@ -329,7 +348,7 @@ struct RowTile {
   // The mirror image of load_striped, for positions < n.
   static __device__ __forceinline__ void store_striped(const Sink& dst, const lowered_t* xbuf,
                                                        int64_t lo, int n, int wq, bool reverse,
-                                                       int lane) {
+                                                       int lane, const MaskVecs& mk) {
     if constexpr (Sink::kVec > 1) {
       constexpr int V = Sink::kVec;
       if (n == kTile && dst.vec_ok(lo)) {
@@ -339,7 +358,11 @@ struct RowTile {
           const int u = (j * kWarpSize + lane) * V;
           lowered_t v[V];
           gather_vec(xbuf, u, reverse, v);
-          dst.put_vec(m0 + u, v);
+          if constexpr (Sink::kMaskPre) {
+            dst.put_vec_pre(m0 + u, v, mk.v[j]);
+          } else {
+            dst.put_vec(m0 + u, v);
+          }
         }
         return;
       }
