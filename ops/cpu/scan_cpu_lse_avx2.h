@@ -39,7 +39,9 @@
 // computes a block's carry-out by a walk without outputs from its carry-in: LseKernel).
 //
 // Columns (inner > 1): a lane per column, the same update per element without any in-register
-// scan; the states (m, t) of w columns live in the Scheduler's column buffers between rows.
+// scan; the states (m, t) of w columns live in the Scheduler's column buffers between calls.
+// The exps and log1ps of 8 vectors (several vectors of a row, or several rows of narrow
+// columns) run in lockstep, as the rows' (lse_col_walk_impl).
 //
 // exp and log1p (lse_exp, lse_log1p): own vector code, not at::vec (this library is compiled
 // without ATen's CPU_CAPABILITY flags, so at::vec::Vectorized<double> is the scalar fallback;
@@ -162,18 +164,15 @@ static SCANOPS_AI __m256d lse_log1p(__m256d t) {
   return t;
 }
 
-// The per-element factor a and the mask x > mp (x: the element, xs: x with NaN read as -inf,
-// mp: the running maximum before the element, mx = max(xs, mp)).
-// lse_factor_arg: the argument of that exp.
+// The argument d of the per-element factor a = exp(d) (lse_expv) and the mask x > mp (x: the
+// element, xs: x with NaN read as -inf, mp: the running maximum before the element,
+// mx = max(xs, mp)).
 static SCANOPS_AI __m256d lse_factor_arg(__m256d x, __m256d xs, __m256d nan, __m256d mp, __m256d mx, __m256d& gt) {
   __m256d d = _mm256_sub_pd(_mm256_min_pd(xs, mp), mx);
   d = _mm256_andnot_pd(_mm256_cmp_pd(xs, mp, _CMP_EQ_OQ), d);  // equal (infinities too): exp(0) = 1
   d = _mm256_blendv_pd(d, x, nan);                             // NaN element: a = NaN
   gt = _mm256_cmp_pd(xs, mp, _CMP_GT_OQ);
   return d;
-}
-static SCANOPS_AI __m256d lse_factor(__m256d x, __m256d xs, __m256d nan, __m256d mp, __m256d mx, __m256d& gt) {
-  return lse_exp(lse_factor_arg(x, xs, nan, mp, mx, gt));
 }
 
 static SCANOPS_AI __m256d lse_value(__m256d m, __m256d t) { return _mm256_add_pd(m, lse_log1p(t)); }
@@ -378,66 +377,199 @@ static LseState lse_row_impl(const T* in, T* out, int64_t row, int64_t n, int64_
   return {_mm256_cvtsd_f64(mp), _mm256_cvtsd_f64(tp)};
 }
 
-// One step of 4 columns: element x, the columns' states (m, t) in place; stores the state the
-// outputs use (after the element; exclusive: before it) to vm, vt.
-template <bool kExcl>
-static SCANOPS_AI void lse_col_step(__m256d x, __m256d& m, __m256d& t, double* vm, double* vt) {
-  const __m256d nan = _mm256_cmp_pd(x, x, _CMP_UNORD_Q);
-  const __m256d xs = _mm256_blendv_pd(x, _mm256_set1_pd(-__builtin_inf()), nan);
-  const __m256d M = _mm256_max_pd(xs, m);
-  __m256d gt;
-  const __m256d a = lse_factor(x, xs, nan, m, M, gt);
-  const __m256d tn = _mm256_blendv_pd(_mm256_add_pd(t, a), _mm256_fmadd_pd(a, t, a), gt);
-  _mm256_store_pd(vm, kExcl ? m : M);
-  _mm256_store_pd(vt, kExcl ? t : tn);
-  m = M;
-  t = tn;
+// Columns: the states of V vectors of 4 columns (Lm, Lt from column j0; kPart: the last vector
+// has only rc < 4 columns, its other lanes read 0 and are not written back).
+template <int V, bool kPart>
+static SCANOPS_AI void lse_col_load(const double* Lm, const double* Lt, int64_t j0, int64_t rc, __m256d* m,
+                                    __m256d* t) {
+#pragma GCC unroll 8
+  for (int v = 0; v < V; ++v) {
+    if (kPart && v == V - 1) {
+      alignas(32) double mb[4] = {0, 0, 0, 0}, tb[4] = {0, 0, 0, 0};
+      std::memcpy(mb, Lm + j0 + 4 * v, static_cast<size_t>(rc) * sizeof(double));
+      std::memcpy(tb, Lt + j0 + 4 * v, static_cast<size_t>(rc) * sizeof(double));
+      m[v] = _mm256_load_pd(mb);
+      t[v] = _mm256_load_pd(tb);
+    } else {
+      m[v] = _mm256_loadu_pd(Lm + j0 + 4 * v);
+      t[v] = _mm256_loadu_pd(Lt + j0 + 4 * v);
+    }
+  }
+}
+template <int V, bool kPart>
+static SCANOPS_AI void lse_col_save(double* Lm, double* Lt, int64_t j0, int64_t rc, const __m256d* m,
+                                    const __m256d* t) {
+#pragma GCC unroll 8
+  for (int v = 0; v < V; ++v) {
+    if (kPart && v == V - 1) {
+      alignas(32) double mb[4], tb[4];
+      _mm256_store_pd(mb, m[v]);
+      _mm256_store_pd(tb, t[v]);
+      std::memcpy(Lm + j0 + 4 * v, mb, static_cast<size_t>(rc) * sizeof(double));
+      std::memcpy(Lt + j0 + 4 * v, tb, static_cast<size_t>(rc) * sizeof(double));
+    } else {
+      _mm256_storeu_pd(Lm + j0 + 4 * v, m[v]);
+      _mm256_storeu_pd(Lt + j0 + 4 * v, t[v]);
+    }
+  }
 }
 
-// Columns [i0, i0 + w) of outer index o, scan positions [s0, s1) (rev: positions n-1-s), from
-// the states Lm[0, w) (maxima) and Lt[0, w), updated in place. Per row, chunks of up to 64
-// columns in two loops (the states and exps, then the log1ps and stores; see lse_row_impl);
-// columns past the last whole vector run the same step on buffers.
-template <class T, bool kExcl, bool kWrite>
-static void lse_col_walk_impl(const T* in, T* out, int64_t n, int64_t inner, bool rev, int64_t o, int64_t i0, int64_t w,
-                              int64_t s0, int64_t s1, double* Lm, double* Lt) {
-  constexpr int64_t kC = 64;
-  alignas(32) double bm[kC], bt[kC];
-  const int64_t step = rev ? -inner : inner;
-  int64_t base = (o * n + (rev ? n - 1 - s0 : s0)) * inner + i0;
-  for (int64_t s = s0; s < s1; ++s, base += step) {
-    for (int64_t j0 = 0; j0 < w; j0 += kC) {
-      const int64_t len = std::min(w - j0, kC), full = len / 4 * 4, r = len - full;
-      for (int64_t j = 0; j < full; j += 4) {
-        __m256d m = _mm256_loadu_pd(Lm + j0 + j), t = _mm256_loadu_pd(Lt + j0 + j);
-        lse_col_step<kExcl>(load4(in + base + j0 + j), m, t, bm + j, bt + j);
-        _mm256_storeu_pd(Lm + j0 + j, m);
-        _mm256_storeu_pd(Lt + j0 + j, t);
-      }
-      const int64_t jr = j0 + full;  // r < 4 columns left
-      if (r > 0) {
+// R consecutive scan positions (rows at p, p + step, ...) of V vectors of 4 columns (at p + 4v
+// in each row; kPart: the last vector has rc < 4 columns, read from and written to buffers,
+// its other lanes 0), from the states m[0, V), t[0, V), advanced in place. An
+// element's update: a = exp(-|x - m|) (lse_factor_arg), t' = t + a, or (1 + t) a = a t + a if
+// x > m. The R V exps run in lockstep (lse_expv), then the t updates in scan order, then the
+// R V log1ps of the outputs' t in lockstep (lse_log1pv): the arithmetic of every element is
+// that of one element at a time (the same bits for every R and V, and as the walk before
+// 2026-11-25, one vector at a time). kWrite: the outputs, the
+// state after each element (exclusive: before it), regular stores.
+template <class T, bool kExcl, bool kWrite, int R, int V, bool kPart>
+static SCANOPS_AI void lse_col_tile(const T* in, T* out, int64_t p, int64_t step, int64_t rc, __m256d* m,
+                                    __m256d* t) {
+  constexpr int K = R * V;
+  const __m256d ninf = _mm256_set1_pd(-__builtin_inf());
+  __m256d d[K], gt[K], om[K], ot[K];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 8
+    for (int v = 0; v < V; ++v) {
+      const int k = r * V + v;
+      const T* q = in + p + r * step + 4 * v;
+      __m256d x;
+      if (kPart && v == V - 1) {
         T xb[4] = {0, 0, 0, 0};
-        alignas(32) double mb[4] = {0, 0, 0, 0}, tb[4] = {0, 0, 0, 0};
-        std::memcpy(xb, in + base + jr, static_cast<size_t>(r) * sizeof(T));
-        std::memcpy(mb, Lm + jr, static_cast<size_t>(r) * sizeof(double));
-        std::memcpy(tb, Lt + jr, static_cast<size_t>(r) * sizeof(double));
-        __m256d m = _mm256_load_pd(mb), t = _mm256_load_pd(tb);
-        lse_col_step<kExcl>(load4(xb), m, t, bm + full, bt + full);
-        _mm256_store_pd(mb, m);
-        _mm256_store_pd(tb, t);
-        std::memcpy(Lm + jr, mb, static_cast<size_t>(r) * sizeof(double));
-        std::memcpy(Lt + jr, tb, static_cast<size_t>(r) * sizeof(double));
+        std::memcpy(xb, q, static_cast<size_t>(rc) * sizeof(T));
+        x = load4(xb);
+      } else {
+        x = load4(q);
       }
-      if constexpr (kWrite) {
-        for (int64_t j = 0; j < full; j += 4)
-          store4<false>(out + base + j0 + j, lse_value(_mm256_load_pd(bm + j), _mm256_load_pd(bt + j)));
-        if (r > 0) {
+      const __m256d nan = _mm256_cmp_pd(x, x, _CMP_UNORD_Q);
+      const __m256d xs = _mm256_blendv_pd(x, ninf, nan);
+      const __m256d M = _mm256_max_pd(xs, m[v]);
+      d[k] = lse_factor_arg(x, xs, nan, m[v], M, gt[k]);
+      om[k] = kExcl ? m[v] : M;
+      m[v] = M;
+    }
+  }
+  lse_expv<K>(d);
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 8
+    for (int v = 0; v < V; ++v) {
+      const int k = r * V + v;
+      const __m256d tn = _mm256_blendv_pd(_mm256_add_pd(t[v], d[k]), _mm256_fmadd_pd(d[k], t[v], d[k]), gt[k]);
+      ot[k] = kExcl ? t[v] : tn;
+      t[v] = tn;
+    }
+  }
+  if constexpr (kWrite) {
+    lse_log1pv<K>(ot);
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 8
+      for (int v = 0; v < V; ++v) {
+        const int k = r * V + v;
+        const __m256d y = _mm256_add_pd(om[k], ot[k]);
+        T* q = out + p + r * step + 4 * v;
+        if (kPart && v == V - 1) {
           T yb[4];
-          store4<false>(yb, lse_value(_mm256_load_pd(bm + full), _mm256_load_pd(bt + full)));
-          std::memcpy(out + base + jr, yb, static_cast<size_t>(r) * sizeof(T));
+          store4<false>(yb, y);
+          std::memcpy(q, yb, static_cast<size_t>(rc) * sizeof(T));
+        } else {
+          store4<false>(q, y);
         }
       }
     }
+  }
+}
+
+// `rows` scan positions of columns that are V <= 7 vectors wide (kPart: the last of rc < 4
+// columns), rows at base, base + step, ...: R rows at a time (R V exps in lockstep), the rows
+// past the last R one at a time; the states stay in registers from the first row to the last.
+template <class T, bool kExcl, bool kWrite, int R, int V, bool kPart>
+static void lse_col_narrow(const T* in, T* out, int64_t base, int64_t step, int64_t rc, int64_t rows, double* Lm,
+                           double* Lt) {
+  __m256d m[V], t[V];
+  lse_col_load<V, kPart>(Lm, Lt, 0, rc, m, t);
+  int64_t s = 0;
+  for (; s + R <= rows; s += R, base += R * step) lse_col_tile<T, kExcl, kWrite, R, V, kPart>(in, out, base, step, rc, m, t);
+  for (; s < rows; ++s, base += step) lse_col_tile<T, kExcl, kWrite, 1, V, kPart>(in, out, base, step, rc, m, t);
+  lse_col_save<V, kPart>(Lm, Lt, 0, rc, m, t);
+}
+
+// V vectors of columns from j0 (kPart: the last of rc < 4 columns) of R rows (at p, p + step):
+// their states from Lm, Lt and back, R V exps in lockstep.
+template <class T, bool kExcl, bool kWrite, int R, int V, bool kPart>
+static SCANOPS_AI void lse_col_chunk(const T* in, T* out, int64_t p, int64_t step, int64_t j0, int64_t rc, double* Lm,
+                                     double* Lt) {
+  __m256d m[V], t[V];
+  lse_col_load<V, kPart>(Lm, Lt, j0, rc, m, t);
+  lse_col_tile<T, kExcl, kWrite, R, V, kPart>(in, out, p + j0, step, rc, m, t);
+  lse_col_save<V, kPart>(Lm, Lt, j0, rc, m, t);
+}
+
+// Columns of 8 vectors or more: kColRows rows at a time (rows, base, step as lse_col_narrow;
+// a last odd row alone), each in chunks of 8 / kColRows vectors along the rows (states from Lm,
+// Lt and back), then the VR vectors left from column jr (kPart: the last of rc < 4 columns).
+constexpr int kColRows = 2;
+template <class T, bool kExcl, bool kWrite, int R, int VR, bool kPart>
+static SCANOPS_AI void lse_col_wide_rows(const T* in, T* out, int64_t p, int64_t step, int64_t jr, int64_t rc,
+                                         double* Lm, double* Lt) {
+  constexpr int VC = 8 / kColRows;
+  for (int64_t j = 0; j < jr; j += 4 * VC) lse_col_chunk<T, kExcl, kWrite, R, VC, false>(in, out, p, step, j, 4, Lm, Lt);
+  if constexpr (VR > 0) lse_col_chunk<T, kExcl, kWrite, R, VR, kPart>(in, out, p, step, jr, rc, Lm, Lt);
+}
+template <class T, bool kExcl, bool kWrite, int VR, bool kPart>
+static void lse_col_wide(const T* in, T* out, int64_t base, int64_t step, int64_t nv, int64_t rc, int64_t rows,
+                         double* Lm, double* Lt) {
+  const int64_t jr = (nv - VR) * 4;  // the first column of the rest
+  int64_t s = 0;
+  for (; s + kColRows <= rows; s += kColRows, base += kColRows * step)
+    lse_col_wide_rows<T, kExcl, kWrite, kColRows, VR, kPart>(in, out, base, step, jr, rc, Lm, Lt);
+  for (; s < rows; ++s, base += step) lse_col_wide_rows<T, kExcl, kWrite, 1, VR, kPart>(in, out, base, step, jr, rc, Lm, Lt);
+}
+
+// Columns [i0, i0 + w) of outer index o, scan positions [s0, s1) (rev: positions n-1-s), from
+// the states Lm[0, w) (maxima) and Lt[0, w), updated in place. Every element's update and
+// value are those of a walk of one vector of columns and one row at a time (the walk before
+// 2026-11-25); the exps and log1ps of up to 8 vectors run in lockstep (lse_col_tile): 8 or
+// more vectors (w > 28) take 2 rows x 4 vectors at a time along the rows, then the nv % 4
+// vectors left (2 x 1-3; a partial last vector with nv % 4 = 0: the last 4); narrower columns
+// R rows of all their vectors (1 vector: 8 rows, 2: 4 rows, 3 or 4: 2 rows, 5-7: 1 row). A
+// last vector of fewer than 4 columns runs on buffers. Measured (2-core VM, 1 thread, float32
+// (4096, 16384) dim 0): one vector at a time 364-387 ms, 1 row x 8 vectors 283-292, 2 x 4
+// 254-278, 4 x 2 259-274 (noise between the last two).
+template <class T, bool kExcl, bool kWrite>
+static void lse_col_walk_impl(const T* in, T* out, int64_t n, int64_t inner, bool rev, int64_t o, int64_t i0, int64_t w,
+                              int64_t s0, int64_t s1, double* Lm, double* Lt) {
+  if (s1 <= s0 || w <= 0) return;
+  const int64_t step = rev ? -inner : inner, rows = s1 - s0;
+  const int64_t base = (o * n + (rev ? n - 1 - s0 : s0)) * inner + i0;
+  const int64_t nv = (w + 3) / 4, rc = w - 4 * (nv - 1);
+  auto go = [&](auto part) {
+    constexpr bool P = decltype(part)::value;
+    switch (nv) {
+      case 1: return lse_col_narrow<T, kExcl, kWrite, 8, 1, P>(in, out, base, step, rc, rows, Lm, Lt);
+      case 2: return lse_col_narrow<T, kExcl, kWrite, 4, 2, P>(in, out, base, step, rc, rows, Lm, Lt);
+      case 3: return lse_col_narrow<T, kExcl, kWrite, 2, 3, P>(in, out, base, step, rc, rows, Lm, Lt);
+      case 4: return lse_col_narrow<T, kExcl, kWrite, 2, 4, P>(in, out, base, step, rc, rows, Lm, Lt);
+      case 5: return lse_col_narrow<T, kExcl, kWrite, 1, 5, P>(in, out, base, step, rc, rows, Lm, Lt);
+      case 6: return lse_col_narrow<T, kExcl, kWrite, 1, 6, P>(in, out, base, step, rc, rows, Lm, Lt);
+      case 7: return lse_col_narrow<T, kExcl, kWrite, 1, 7, P>(in, out, base, step, rc, rows, Lm, Lt);
+      default: break;
+    }
+    switch (nv % 4) {
+      case 0:  // a partial last vector: the last 4 vectors are the rest (2 x 4)
+        return lse_col_wide<T, kExcl, kWrite, P ? 4 : 0, P>(in, out, base, step, nv, rc, rows, Lm, Lt);
+      case 1: return lse_col_wide<T, kExcl, kWrite, 1, P>(in, out, base, step, nv, rc, rows, Lm, Lt);
+      case 2: return lse_col_wide<T, kExcl, kWrite, 2, P>(in, out, base, step, nv, rc, rows, Lm, Lt);
+      default: return lse_col_wide<T, kExcl, kWrite, 3, P>(in, out, base, step, nv, rc, rows, Lm, Lt);
+    }
+  };
+  if (rc < 4) {
+    go(std::true_type{});
+  } else {
+    go(std::false_type{});
   }
 }
 
