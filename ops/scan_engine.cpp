@@ -311,7 +311,6 @@ std::tuple<at::Tensor, at::Tensor> run(const ScanSpec& spec, const ScanOperands&
   p.output = output;
   if (kind_is_indexed(spec.kind)) p.indices = indices;
 
-
   switch (self.device().type()) {
     case c10::DeviceType::CPU:
       // The CPU back end runs the backward fusions unfused: the prologue and the epilogue are

@@ -282,9 +282,6 @@ class LinearRecurrenceFn : public torch::autograd::Function<LinearRecurrenceFn> 
   }
 };
 
-// logcumsumexp(x; e, r) = y. dx_k = sum over the outputs i that include x_k of g_i exp(x_k - y_i)
-// = exp(x_k + logcumsumexp(log g - y; e, !r)_k), with the positive and negative parts of g
-// apart so that logs stay real (torch's formula; one complex scan for complex g).
 // Along dim, the pairs (k, next(k)) of consecutive scan positions (next(k) = k + 1, or k - 1
 // for reverse scans): fn(o, earlier, later) writes every pair's value to o, the view of out at
 // the pairs' later (at_later) or earlier elements, reading views of the n - 1 earlier or later
@@ -326,7 +323,8 @@ at::Tensor logcumsumexp_backward_fused(const at::Tensor& x, const at::Tensor& y,
                                        const at::Tensor& g, const Flags& f,
                                        const at::Scalar& lowest) {
   const at::Scalar highest = -lowest.toDouble();
-  const at::Tensor yc = at::clamp(y, lowest, highest);
+  // yc's buffer takes the factors exp(x - y) once the coefficients are read from it.
+  at::Tensor yc = at::clamp(y, lowest, highest);
   const int64_t d = f.dim;
   const auto exp_diff = [](at::Tensor& o, const at::Tensor& u, const at::Tensor& v) {
     at::sub_out(o, u, v);
@@ -337,20 +335,22 @@ at::Tensor logcumsumexp_backward_fused(const at::Tensor& x, const at::Tensor& y,
   if (!f.exclusive) {
     along_pairs(coef, d, f.reverse, /*at_later=*/true, 0,
                 [&](at::Tensor& o, auto earlier, auto later) { exp_diff(o, earlier(yc), later(yc)); });
-    at::Tensor scale = at::sub(x, y);
-    scale.exp_();
-    return linear_recurrence_fused(coef, g, d, back, /*scale_x=*/true, g, scale,
+    exp_diff(yc, x, y);  // (yc: the factors now)
+    return linear_recurrence_fused(coef, g, d, back, /*scale_x=*/true, g, yc,
                                    /*shift_mul=*/false, /*wide_acc=*/true);
   }
   along_pairs(coef, d, f.reverse, /*at_later=*/false, 0,
               [&](at::Tensor& o, auto earlier, auto later) { exp_diff(o, earlier(yc), later(yc)); });
-  at::Tensor scale = at::empty_like(y, at::MemoryFormat::Contiguous);
-  along_pairs(scale, d, f.reverse, /*at_later=*/false, 0,
+  along_pairs(yc, d, f.reverse, /*at_later=*/false, 0,  // (yc: the factors now)
               [&](at::Tensor& o, auto earlier, auto later) { exp_diff(o, earlier(x), later(y)); });
-  return linear_recurrence_fused(coef, g, d, back, /*scale_x=*/false, std::nullopt, scale,
+  return linear_recurrence_fused(coef, g, d, back, /*scale_x=*/false, std::nullopt, yc,
                                  /*shift_mul=*/false, /*wide_acc=*/true);
 }
 
+// logcumsumexp(x; e, r) = y. dx_k = sum over the outputs i that include x_k of g_i exp(x_k - y_i)
+// = exp(x_k + logcumsumexp(log g - y; e, !r)_k), with the positive and negative parts of g
+// apart so that logs stay real (torch's formula; one complex scan for complex g): with
+// create_graph, and for complex g; otherwise logcumsumexp_backward_fused above.
 class LogcumsumexpFn : public torch::autograd::Function<LogcumsumexpFn> {
  public:
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& self, int64_t dim,

@@ -43,7 +43,7 @@
 // The exps and log1ps of 8 vectors (several vectors of a row, or several rows of narrow
 // columns) run in lockstep, as the rows' (lse_col_walk_impl).
 //
-// exp and log1p (lse_exp, lse_log1p): own vector code, not at::vec (this library is compiled
+// exp and log1p (lse_expv, lse_log1pv): own vector code, not at::vec (this library is compiled
 // without ATen's CPU_CAPABILITY flags, so at::vec::Vectorized<double> is the scalar fallback;
 // libtorch_cpu.so does export Sleef's vector functions, but as an undocumented symbol set that
 // differs by build and platform), and inlined into the loops. Both are the classical argument
@@ -104,11 +104,6 @@ static SCANOPS_AI void lse_expv(__m256d* dv) {
     const __m128i k1 = _mm_srai_epi32(k, 1);
     dv[v] = _mm256_mul_pd(_mm256_mul_pd(u, lse_pow2(k1)), lse_pow2(_mm_sub_epi32(k, k1)));
   }
-}
-
-static SCANOPS_AI __m256d lse_exp(__m256d d) {
-  lse_expv<1>(&d);
-  return d;
 }
 
 // log1p(t) for t >= 0 (or NaN: NaN), t < 2^52, of NV vectors in place, in lockstep as
