@@ -114,6 +114,28 @@ __device__ __forceinline__ void store_vec_hinted(V* p, const V& v, bool streamin
   *p = v;
 }
 
+// A vector load cached in L2 only (ld.global.cg), for streams read once beside a broadcast
+// companion that is read again and again (a (1, N) mask or coefficient row): the stream
+// does not evict the companion's lines from L1. Measured on the H100
+// (bench/row_items_bench.cu, (32768, 32768) float32 masked cumsum with a (1, N) mask read
+// in place, share of the copy of the input and output, three rounds, each companion vector
+// gathered by fetch_vec_in_line): 82-86% with plain loads, 87.4-87.5% (ld.global.cg),
+// 86.8-86.9% (ld.global.lu); ld.global.cs 76%; the mask through ld.global.nc changed nothing
+// (81-83%). A dense mask: 86-87% (9 bytes an element). bench_gpu.py with the library: 79% ->
+// 87% (torch.compile 87%); with fetch_vec_shifted, below, 96%.
+template <class V>
+__device__ __forceinline__ V load_vec_cg(const V* p) {
+  if constexpr (sizeof(V) == 16 || sizeof(V) == 8) {
+    using W = std::conditional_t<sizeof(V) == 16, int4, int2>;
+    const W w = __ldcg(reinterpret_cast<const W*>(p));
+    V v;
+    memcpy(&v, &w, sizeof(V));
+    return v;
+  } else {
+    return *p;
+  }
+}
+
 // Asks L2 for the 128-byte lines of [p, p + bytes): thread t of nt takes every nt-th line (a
 // hint: no registers held, nothing waited for).
 __device__ __forceinline__ void prefetch_l2_range(const void* p, int64_t bytes, int t, int nt) {
@@ -403,7 +425,8 @@ struct InputSource {
                                                     Fetched& f) const {
     using V = Vec<in_t, kVec>;
     const int64_t i = lo + m;
-    f.x = *reinterpret_cast<const V*>(in + i);
+    // (the input through L2 only: see load_vec_cg)
+    f.x = load_vec_cg(reinterpret_cast<const V*>(in + i));
     if constexpr (kBroadcast) {
       if constexpr (Combine::arity == 2) {
         if (!at.coeff_at.layout.strided) {
@@ -422,6 +445,47 @@ struct InputSource {
         }
       }
     }
+  }
+  // A tile inside one line (as fetch_vec_in_line) whose broadcast companions step by one
+  // element along the line (sl == 1: a (1, N) mask or coefficient row read by every row) or
+  // are dense: the companion of element lo + m is at element lo + m + shift, the same shift
+  // for the whole tile, so the tile reads it with the dense source's vector loads
+  // (fetch_vec_shifted) instead of a run per vector (companion_run's stride and alignment
+  // tests, a 64-bit offset each). line_shift finds the shifts and whether they apply (every
+  // companion vector aligned: the input's vectors are, and the shift is a multiple of kVec).
+  struct Shift {
+    int64_t coeff = 0, mask = 0;
+  };
+  __device__ __forceinline__ bool line_shift(int64_t lo, const Cursor& c, Shift& sh) const {
+    if constexpr (kBroadcast) {
+      if constexpr (Combine::arity == 2) {
+        if (at.coeff_at.layout.strided) {
+          if (at.coeff_at.layout.sl != 1) return false;
+          sh.coeff = c.coeff_at - lo;
+        }
+        if (!is_aligned<kVec>(coeff + lo + sh.coeff)) return false;
+      }
+      if (mask != nullptr) {
+        if (at.mask_at.layout.strided) {
+          if (at.mask_at.layout.sl != 1) return false;
+          sh.mask = c.mask_at - lo;
+        }
+        if (!is_aligned<kVec>(mask + lo + sh.mask)) return false;
+      }
+    }
+    return true;
+  }
+  // fetch_vec of elements i .. i + kVec - 1 of such a tile, the input through L2 only (see
+  // load_vec_cg). Measured on the H100 (bench/row_items_bench.cu, (32768, 32768) float32
+  // rows, share of the copy of input and output, three rounds each, interleaved): masked
+  // cumsum with a (1, N) mask 81-85% -> 96.4-96.5% (a dense mask: 86.5%, its 9 bytes an
+  // element), (M, 1) 96-97% either way; linear_recurrence with a (1, N) row of coefficients
+  // 76% -> 77% (its 128 KB row does not stay in L1: 17% of L1 sectors hit).
+  __device__ __forceinline__ void fetch_vec_shifted(int64_t i, const Shift& sh, Fetched& f) const {
+    using V = Vec<in_t, kVec>;
+    f.x = load_vec_cg(reinterpret_cast<const V*>(in + i));
+    if constexpr (Combine::arity == 2) f.a = *reinterpret_cast<const V*>(coeff + i + sh.coeff);
+    if (mask != nullptr) f.m = *reinterpret_cast<const Vec<bool, kVec>*>(mask + i + sh.mask);
   }
   // Both steps at once (dense sources: the compiler already issues every vector's loads
   // first).

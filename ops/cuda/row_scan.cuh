@@ -279,9 +279,17 @@ struct RowTile {
         if constexpr (Source::kCompanions) {
           if (seg == 0) {  // the tile lies inside one row
             const auto c = src.cursor(lo);
+            typename Source::Shift sh;
+            if (src.line_shift(lo, c, sh)) {  // (1, N) rows: the dense loads, shifted
 #pragma unroll
-            for (int j = 0; j < kItems / V; ++j) {
-              src.fetch_vec_in_line(lo, r0 + (j * kWarpSize + lane) * V, c, f[j]);
+              for (int j = 0; j < kItems / V; ++j) {
+                src.fetch_vec_shifted(lo + r0 + (j * kWarpSize + lane) * V, sh, f[j]);
+              }
+            } else {
+#pragma unroll
+              for (int j = 0; j < kItems / V; ++j) {
+                src.fetch_vec_in_line(lo, r0 + (j * kWarpSize + lane) * V, c, f[j]);
+              }
             }
           } else {
 #pragma unroll

@@ -81,7 +81,8 @@ def test_broadcast_views_long_rows(device, shape, seed):
     x = torch.randint(-4, 5, shape, generator=gen, device=device).float()
     base = torch.rand(3, 2 * n + 2, generator=gen, device=device) > 0.5
     coeffs = torch.randint(-1, 2, (3, 2 * n + 2), generator=gen, device=device).float()
-    views = lambda t: (t[0, ::2][:n], t[1:2, 1:n + 1], t[:rows, :1])  # noqa: E731
+    views = lambda t: (t[0, ::2][:n], t[1:2, 1:n + 1], t[:rows, :1],  # noqa: E731
+                       t[2:3, :n].clone())  # (an aligned row: the shifted vector loads)
     for m, a in zip(views(base), views(coeffs)):
         for e, r in itertools.product((False, True), repeat=2):
             got = ops.masked_cumsum(x, m, 1, exclusive=e, reverse=r)
@@ -91,6 +92,29 @@ def test_broadcast_views_long_rows(device, shape, seed):
             want = ops.linear_recurrence(a.expand(shape).contiguous(), x, 1, exclusive=e,
                                          reverse=r)
             assert torch.equal(got, want), (a.stride(), e, r)
+
+
+@device_p
+@pytest.mark.parametrize("dtype", [torch.float64, torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("shape", [(5, 20000), (2, 150000), (1, 70000), (300, 96)])
+def test_broadcast_row_dtypes(device, dtype, shape, seed):
+    """A (1, N) row read in place by every row (the CUDA row tiles load it as a dense companion
+    shifted by the row's offset) for inputs of 8 and 2 bytes (other vector widths), on
+    block-per-row, look-back and packed rows, aligned and at an odd offset."""
+    gen = make_gen(seed, device)
+    rows, n = shape
+    x = torch.randint(-4, 5, shape, generator=gen, device=device).to(dtype)
+    base = torch.rand(2, n + 1, generator=gen, device=device) > 0.5
+    coeffs = torch.randint(-1, 2, (2, n + 1), generator=gen, device=device).to(dtype)
+    for m, a in ((base[0, :n], coeffs[0, :n]), (base[1, 1:], coeffs[1, 1:])):
+        for e, r in itertools.product((False, True), repeat=2):
+            got = ops.masked_cumsum(x, m, 1, exclusive=e, reverse=r)
+            want = ops.masked_cumsum(x, m.expand(shape).contiguous(), 1, exclusive=e, reverse=r)
+            assert torch.equal(got, want), (m.storage_offset(), e, r)
+            got = ops.linear_recurrence(a, x, 1, exclusive=e, reverse=r)
+            want = ops.linear_recurrence(a.expand(shape).contiguous(), x, 1, exclusive=e,
+                                         reverse=r)
+            assert torch.equal(got, want), (a.storage_offset(), e, r)
 
 
 @pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA device")
