@@ -15,7 +15,11 @@ Trustworthy numbers:
 - a share over 100% or a floor spread over 3% is flagged in the output: such a run is not
   quoted;
 - scanops is also run twice on the same input and the two outputs compared bit for bit
-  ("bitwise" column).
+  ("bitwise" column);
+- the GPU's SM clock is sampled every 100 ms (nvidia-smi, where present) and its minimum and
+  median over each byte count's timed rounds go to the JSON (sm_mhz_min / sm_mhz_median) and
+  the table: a compute-heavier kernel slows down when the GPU lowers its clock under a long
+  run's power or heat, and the copy floor (memory bound) does not.
 
 share = floor time / op time (100%: the op moves its bytes as fast as a copy).
 
@@ -227,6 +231,38 @@ def candidates(w, x, m, use_compile):
     return c
 
 
+class ClockLog:
+    """nvidia-smi sampling the SM clock every 100 ms in the background (nothing if absent)."""
+
+    def __init__(self, index):
+        self.samples = []  # (time.time(), MHz)
+        self.proc = None
+        try:
+            self.proc = subprocess.Popen(
+                ["nvidia-smi", f"--id={index}", "--query-gpu=clocks.sm",
+                 "--format=csv,noheader,nounits", "-lms", "100"],
+                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, bufsize=1)
+        except OSError:
+            return
+        import threading
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self):
+        for line in self.proc.stdout:
+            try:
+                self.samples.append((time.time(), float(line.strip())))
+            except ValueError:
+                pass
+
+    def between(self, t0, t1):
+        v = sorted(m for t, m in self.samples if t0 <= t <= t1)
+        return (v[0], v[len(v) // 2]) if v else (float("nan"), float("nan"))
+
+    def stop(self):
+        if self.proc is not None:
+            self.proc.terminate()
+
+
 def split_names(text):
     """Splits --only at the commas outside parentheses: workload names such as
     "(32768, 32768) dim 0" contain commas themselves (a plain split once let "(2^20" select
@@ -276,6 +312,7 @@ def main():
         groups.setdefault(w["bytes"], []).append(w)
     rows = []
     t_start = time.time()
+    clocks = ClockLog(dev.index if dev.index is not None else torch.cuda.current_device())
     for nbytes, group in sorted(groups.items()):
         torch.cuda.empty_cache()
         src = torch.empty(nbytes // 2, dtype=torch.uint8, device=dev)
@@ -317,6 +354,7 @@ def main():
         torch.cuda.synchronize()
         best = {}
         floor_runs = []
+        t_timed = None
         # One untimed round first: the GPU idles during the host copies of the bitwise check,
         # and the first copy after them ran ~15% slow in every group (the spread of the floor).
         for r in range(args.rounds + 1):
@@ -325,6 +363,7 @@ def main():
                 for _, cands, creps, _, _ in prepared:
                     for name, fn in cands.items():
                         time_once_ms(fn, 1)
+                t_timed = time.time()
                 continue
             floor_runs.append(t)
             for w, cands, creps, _, _ in prepared:
@@ -334,12 +373,15 @@ def main():
                     best[key] = min(best.get(key, float("inf")), t)
         floor = min(floor_runs)
         spread = (max(floor_runs) - floor) / floor
+        time.sleep(0.15)  # (the last sample of the rounds)
+        mhz_min, mhz_med = clocks.between(t_timed, time.time())
         for w, cands, _, bitwise, _ in prepared:
             get = lambda k: best.get((w["name"], k), float("nan"))  # noqa: E731
             row = dict(workload=w["name"], shape=list(w["shape"]), dtype=str(w["dtype"]),
                        dim=w["dim"], fwd_bwd=w["bwd"], bytes=nbytes, copy_ms=floor,
                        copy_spread=spread, scanops_ms=get("scanops"), eager_ms=get("eager"),
-                       compile_ms=get("compile"), bitwise_repro=bitwise)
+                       compile_ms=get("compile"), bitwise_repro=bitwise,
+                       sm_mhz_min=mhz_min, sm_mhz_median=mhz_med)
             for k in ("scanops", "eager", "compile"):
                 row[k + "_share"] = floor / row[k + "_ms"]
             rows.append(row)
@@ -348,9 +390,11 @@ def main():
             print(f"{w['name']:28s} floor {floor:8.3f} ms (spread {100 * spread:4.1f}%)  "
                   f"scanops {row['scanops_ms']:8.3f} ({100 * row['scanops_share']:5.1f}%)  "
                   f"eager {100 * row['eager_share']:5.1f}%  compile "
-                  f"{100 * row['compile_share']:5.1f}%  bitwise {bitwise}{flag}", flush=True)
+                  f"{100 * row['compile_share']:5.1f}%  bitwise {bitwise}  SM MHz "
+                  f"{mhz_min:.0f}-{mhz_med:.0f}{flag}", flush=True)
         del prepared, src, dst
 
+    clocks.stop()
     # SCANOPS_COMMIT names the commit where the working tree's git is not the source's (the GPU
     # machine runs a copy whose .git may be stale: it once labelled a run with an old commit).
     commit = os.environ.get("SCANOPS_COMMIT", "")
@@ -366,7 +410,7 @@ def main():
     head = (f"Device: {props.name}, torch {torch.__version__}, {meta['date']}, "
             f"commit {commit}, float32 unless noted, best of {args.rounds} rounds\n\n"
             "| workload | MiB moved | floor ms (spread) | scanops ms | scanops | eager | compile "
-            "| bitwise |\n|---|---|---|---|---|---|---|---|\n")
+            "| bitwise | SM MHz (min / median) |\n|---|---|---|---|---|---|---|---|---|\n")
 
     def pct(v):
         return "-" if v != v else f"{100 * v:.0f}%"
@@ -374,7 +418,8 @@ def main():
         f"| {r['workload']} | {r['bytes'] / 2**20:.0f} | {r['copy_ms']:.3f} "
         f"({100 * r['copy_spread']:.1f}%) | {r['scanops_ms']:.3f} | {pct(r['scanops_share'])} "
         f"| {pct(r['eager_share'])} | {pct(r['compile_share'])} "
-        f"| {'yes' if r['bitwise_repro'] else 'NO'} |\n" for r in rows)
+        f"| {'yes' if r['bitwise_repro'] else 'NO'} "
+        f"| {r['sm_mhz_min']:.0f} / {r['sm_mhz_median']:.0f} |\n" for r in rows)
     print()
     print(md)
     if args.json:

@@ -9,6 +9,9 @@
 //   nvcc -std=c++20 --expt-relaxed-constexpr -O3 -gencode arch=compute_90,code=sm_90 -I. \
 //        -I<site-packages>/torch/include -o build-micro/row_items_bench bench/row_items_bench.cu
 //   build-micro/row_items_bench [rows] [length] [reps]      (CHUNK=k: k tiles per look-back chunk)
+// CHECK=1 also runs the float32 cumsum once on a random walk of -1 / 0 / +1 steps (every
+// partial sum exact in float32, whatever the association) and counts its mismatches against
+// the host's running sum: a check of the look-back's carries, not of the other cases.
 
 #include <cstdio>
 #include <cstdlib>
@@ -25,6 +28,14 @@ using scanops::bench::Arena;
 using scanops::bench::time_ms;
 
 namespace {
+
+__global__ void fill_steps(float* p, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    const uint64_t h = (static_cast<uint64_t>(i) * 0x9E3779B97F4A7C15ull) >> 40;
+    p[i] = static_cast<float>(static_cast<int>(h % 3) - 1);
+  }
+}
 
 
 // The row kernel in rows/packed/look-back mode as scan_rows picks it, with kItems forced.
@@ -46,6 +57,10 @@ void launch(const LaunchContext& ctx, Arena& arena, const Source& src, const Sin
     g.chunk_tiles = getenv("CHUNK") ? atoi(getenv("CHUNK")) : lookback_chunk_tiles<Combine, Source, Sink, kItems>(kTile);
     items = rows * ceil_div(row_tiles, g.chunk_tiles);
     status = make_chunk_status<state_t>(ctx, items);
+  }
+  if (getenv("CARVEOUT")) {  // the L1 / shared memory split, a percentage of shared memory
+    cudaFuncSetAttribute(row_scan_kernel<Combine, Source, Sink, kItems>,
+                         cudaFuncAttributePreferredSharedMemoryCarveout, atoi(getenv("CARVEOUT")));
   }
   row_scan_kernel<Combine, Source, Sink, kItems>
       <<<grid_size(ctx, items, kRowBlocksPerSM), kRowThreads, 0, ctx.stream>>>(src, dst, g, status);
@@ -103,6 +118,44 @@ int main(int argc, char** argv) {
                                      InputSource<Sum, float>{in, nullptr, nullptr},
                                      OutputSink<Sum, float>{out, nullptr, true}, rows, length);
                    }});
+  // masked float32 cumsum: a dense mask, a (1, N) mask and an (M, 1) mask read in place
+  // (bytes: the input and output only, the floor of the broadcast cases).
+  bool* mask = nullptr;
+  cudaMalloc(&mask, n);
+  cudaMemset(mask, 1, n);
+  const auto bsrc = [&](int64_t so, int64_t sl) {
+    InputSource<Sum, float, true> s{in, nullptr, mask};
+    s.at.mask_at = CompanionIndex(CompanionLayout{true, so, sl, 0}, length, 1, n);
+    return s;
+  };
+  cases.push_back({"Sum mask dense", 8, [&] {
+                     launch<Sum, 32>(ctx, arena, InputSource<Sum, float>{in, nullptr, mask},
+                                     OutputSink<Sum, float>{out, nullptr, true}, rows, length);
+                   }});
+  cases.push_back({"Sum mask (1, N)", 8, [&] {
+                     launch<Sum, 32>(ctx, arena, bsrc(0, 1),
+                                     OutputSink<Sum, float>{out, nullptr, true}, rows, length);
+                   }});
+  cases.push_back({"Sum mask (M, 1)", 8, [&] {
+                     launch<Sum, 32>(ctx, arena, bsrc(1, 0),
+                                     OutputSink<Sum, float>{out, nullptr, true}, rows, length);
+                   }});
+  // linear_recurrence, float32: dense coefficients (12 bytes an element) and a (1, N) row of
+  // coefficients read in place (8 bytes: the floor of that case).
+  using Aff = AffineCombine<float>;
+  float* coef = nullptr;
+  cudaMalloc(&coef, n * 4);
+  cudaMemset(coef, 0, n * 4);
+  cases.push_back({"Affine dense a", 8, [&] {
+                     launch<Aff, 16>(ctx, arena, InputSource<Aff, float>{in, coef, nullptr},
+                                     OutputSink<Aff, float>{out, nullptr, true}, rows, length);
+                   }});
+  cases.push_back({"Affine a (1, N)", 8, [&] {
+                     InputSource<Aff, float, true> s{in, coef, nullptr};
+                     s.at.coeff_at = CompanionIndex(CompanionLayout{true, 0, 1, 0}, length, 1, n);
+                     launch<Aff, 16>(ctx, arena, s, OutputSink<Aff, float>{out, nullptr, true},
+                                     rows, length);
+                   }});
   // float32 cumprod (float64 states) and bfloat16 / float16 cumsum (float32 states).
   using Prod = ProdCombine<double>;
 #define SCANOPS_CASE(C, T, K, B)                                                                \
@@ -123,6 +176,27 @@ int main(int argc, char** argv) {
 #endif
 #undef SCANOPS_CASE
 
+  if (getenv("CHECK") && atoi(getenv("CHECK")) != 0) {
+    fill_steps<<<1024, 256, 0, stream>>>(in, n);
+    cases[4].run();  // "Sum items 32"
+    std::vector<float> hi(n), ho(n);
+    cudaMemcpyAsync(hi.data(), in, n * 4, cudaMemcpyDeviceToHost, stream);
+    cudaMemcpyAsync(ho.data(), out, n * 4, cudaMemcpyDeviceToHost, stream);
+    cudaStreamSynchronize(stream);
+    int64_t bad = 0, first_bad = -1;
+    for (int64_t r = 0; r < rows; ++r) {
+      double acc = 0;
+      for (int64_t l = 0; l < length; ++l) {
+        acc += hi[r * length + l];
+        if (ho[r * length + l] != static_cast<float>(acc)) {
+          if (first_bad < 0) first_bad = r * length + l;
+          ++bad;
+        }
+      }
+    }
+    printf("check %s: %lld mismatches (first at %lld)\n", cases[4].name.c_str(), (long long)bad,
+           (long long)first_bad);
+  }
   std::vector<float> best(cases.size(), 1e30f);
   float floor16 = 1e30f, floor8 = 1e30f, floor4 = 1e30f, hi16 = 0, hi8 = 0, hi4 = 0;
   for (int r = 0; r < reps; ++r) {
