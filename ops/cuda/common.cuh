@@ -487,6 +487,46 @@ struct InputSource {
     if constexpr (Combine::arity == 2) f.a = *reinterpret_cast<const V*>(coeff + i + sh.coeff);
     if (mask != nullptr) f.m = *reinterpret_cast<const Vec<bool, kVec>*>(mask + i + sh.mask);
   }
+  // A packed tile of whole rows of `seg` elements starting at lo (row kernels' short rows)
+  // whose broadcast companions are the same for every row (so == 0) and step by one element
+  // along it (sl == 1: a (1, N) mask or coefficient row): the companion of element lo + u is
+  // at u % seg, one fast division per vector (fetch_vec_packed) instead of the coordinates'
+  // two and a run's stride and alignment tests (fetch_vec). packed_ok says whether it
+  // applies (every vector inside one row and aligned). Measured on the H100
+  // (bench/row_items_bench.cu, (2^20, 64) float32 rows, share of the copy of input and
+  // output): masked cumsum with a (1, 64) mask 71% -> 81-82% (a dense mask: 86-87%),
+  // linear_recurrence with a (1, 64) row of coefficients 58% -> 65-66% (dense: 64-65%). Also
+  // taking (M, 1) columns (sl == 0) in the same function, a test of the companion's step per
+  // vector, gave them 69% -> 78-79% but the (1, N) rows only 78-79% / 61-62%: not used.
+  __device__ __forceinline__ bool packed_ok(int seg) const {
+    if constexpr (kBroadcast) {
+      if (seg % kVec != 0) return false;
+      const auto row_only = [](const CompanionIndex& c) {
+        return !c.layout.strided || (c.narrow && c.layout.so == 0 && c.layout.sl == 1);
+      };
+      if constexpr (Combine::arity == 2) {
+        if (!row_only(at.coeff_at) || !is_aligned<kVec>(coeff)) return false;
+      }
+      if (mask != nullptr && (!row_only(at.mask_at) || !is_aligned<kVec>(mask))) return false;
+      return true;
+    } else {
+      return false;
+    }
+  }
+  __device__ __forceinline__ void fetch_vec_packed(int64_t lo, int u, Fetched& f) const {
+    using V = Vec<in_t, kVec>;
+    const int64_t i = lo + u;
+    f.x = load_vec_cg(reinterpret_cast<const V*>(in + i));
+    if constexpr (kBroadcast) {
+      const auto at_row = [&](const CompanionIndex& c) {  // (so == 0, sl == 1) or dense
+        return c.layout.strided
+                   ? static_cast<int64_t>(u - c.by_length.div(u) * static_cast<uint32_t>(c.length))
+                   : i;
+      };
+      if constexpr (Combine::arity == 2) f.a = *reinterpret_cast<const V*>(coeff + at_row(at.coeff_at));
+      if (mask != nullptr) f.m = *reinterpret_cast<const Vec<bool, kVec>*>(mask + at_row(at.mask_at));
+    }
+  }
   // Both steps at once (dense sources: the compiler already issues every vector's loads
   // first).
   __device__ __forceinline__ void hold_vec(int64_t i, const int64_t (&pos)[kVec],

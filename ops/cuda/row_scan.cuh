@@ -291,6 +291,11 @@ struct RowTile {
                 src.fetch_vec_in_line(lo, r0 + (j * kWarpSize + lane) * V, c, f[j]);
               }
             }
+          } else if (src.packed_ok(seg)) {  // packed rows with a (1, N) companion
+#pragma unroll
+            for (int j = 0; j < kItems / V; ++j) {
+              src.fetch_vec_packed(lo, r0 + (j * kWarpSize + lane) * V, f[j]);
+            }
           } else {
 #pragma unroll
             for (int j = 0; j < kItems / V; ++j) {

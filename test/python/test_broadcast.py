@@ -23,6 +23,7 @@ CASES = [
     ((9, 300), (9, 1), (0, 1)),
     ((9, 300), (1, 1), (0, 1)),
     ((5, 20000), (20000,), (1,)),          # block-per-row rows
+    ((4096, 64), (64,), (1,)),             # packed rows filling whole tiles (vector loads)
     ((2, 150000), (2, 1), (1,)),           # look-back rows
     ((3000, 40), (1, 40), (0,)),           # columns
     ((3000, 40), (3000, 1), (0,)),
@@ -96,11 +97,12 @@ def test_broadcast_views_long_rows(device, shape, seed):
 
 @device_p
 @pytest.mark.parametrize("dtype", [torch.float64, torch.bfloat16, torch.float16])
-@pytest.mark.parametrize("shape", [(5, 20000), (2, 150000), (1, 70000), (300, 96)])
+@pytest.mark.parametrize("shape", [(5, 20000), (2, 150000), (1, 70000), (300, 96), (4096, 64)])
 def test_broadcast_row_dtypes(device, dtype, shape, seed):
     """A (1, N) row read in place by every row (the CUDA row tiles load it as a dense companion
-    shifted by the row's offset) for inputs of 8 and 2 bytes (other vector widths), on
-    block-per-row, look-back and packed rows, aligned and at an odd offset."""
+    shifted by the row's offset, or at the row-local offset in packed tiles) for inputs of 8
+    and 2 bytes (other vector widths), on block-per-row, look-back and packed rows (tiles of
+    whole rows: (4096, 64)), aligned and at an odd offset."""
     gen = make_gen(seed, device)
     rows, n = shape
     x = torch.randint(-4, 5, shape, generator=gen, device=device).to(dtype)
