@@ -251,6 +251,23 @@ struct Ptrs {
 };
 
 // ---- rows ---------------------------------------------------------------------------------
+// Software prefetch of the inputs this many bytes ahead of the walk, in scan order. The row
+// walks are compute bound only while their input is in the caches: on the 2-core EPYC VM a
+// block walked from memory took 0.50 ns an element (float32 sum, inclusive, with a carry)
+// against 0.39-0.43 from L2, and the affine walk (two inputs) 0.92 against 0.60; the
+// hardware prefetchers alone left the loads waiting. With a prefetch 2 KiB ahead (one per
+// group of 8 elements) the walks from memory took 0.42 (sum), 0.50 (exclusive, 0.57
+// before), 0.41 (reverse, 0.52), 0.38 (prod, 0.46), 0.65 (affine); 1 KiB ahead was less
+// effective for the sums, 8 KiB for the affine walk (0.97-0.99). A prefetch has no effect on
+// the results, and one past the end of the input does not fault.
+constexpr int64_t kPrefetchBytes = 2048;
+template <class T>
+static SCANOPS_AI void prefetch_at(const T* base, int64_t idx) {
+  // (address arithmetic in integers: idx may lie past either end of the row)
+  _mm_prefetch(reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(base) + uintptr_t(idx) * sizeof(T)),
+               _MM_HINT_T0);
+}
+
 // Scan positions [s0, s1) of the row starting at element `row` (length n). Returns the local
 // total of the block. kCarry: outputs are value(combine(C, local)), else value(local).
 template <class Op, class T, bool kRev, bool kMask, bool kExcl, bool kWrite, bool kCarry, bool kNT>
@@ -266,6 +283,13 @@ static typename Op::S row_block_impl(const Ptrs<T>& p, int64_t row, int64_t n, i
   auto load = [&](int64_t s) SCANOPS_AIL {
     return lift4<Op, T, kMask>(p.in, p.coeff, p.mask, at4(s));
   };
+  // the inputs kPrefetchBytes ahead of the group at scan position s
+  auto prefetch = [&](int64_t s) SCANOPS_AIL {
+    constexpr int64_t D = kPrefetchBytes / int64_t(sizeof(T));
+    const int64_t a = kRev ? at4(s) - D : at4(s) + D;
+    prefetch_at(p.in, a);
+    if constexpr (Op::K == 2) prefetch_at(p.coeff, a);
+  };
   auto emit = [&](int64_t s, const V& R) SCANOPS_AIL {
     __m256d o = Op::value(kCarry ? Op::comb(Cv, R) : R);
     if constexpr (kExcl) {
@@ -280,6 +304,8 @@ static typename Op::S row_block_impl(const Ptrs<T>& p, int64_t row, int64_t n, i
     // Totals only: the same tree as the scan's last lanes, without the other lanes.
     // scan4's lane 3 is comb(comb(x0, x1), comb(x2, x3)); P1's offset last lane is
     // comb(P0[3], P1[3]); L = comb(L, that) -- exactly the write loop's L.
+    // (no prefetch: this loop is bound by the memory reads themselves, 0.20 ns an element
+    // from memory against 0.15 from L2, and prefetching measured no faster)
     for (; s + 8 <= s1; s += 8) {
       const V v = load(s), w = load(s + 4);
       V a, b, h, u, z;
@@ -304,6 +330,7 @@ static typename Op::S row_block_impl(const Ptrs<T>& p, int64_t row, int64_t n, i
     }
   }
   for (; s + 8 <= s1; s += 8) {
+    prefetch(s);
     const V P0 = dscan4<Op, kRev>(load(s));
     V P1 = dscan4<Op, kRev>(load(s + 4));
     P1 = Op::comb(vdbcast_last<Op, kRev>(P0), P1);

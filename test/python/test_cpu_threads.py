@@ -586,3 +586,75 @@ def test_logcumsumexp_float64_accuracy_as_torch():
             torch.set_num_threads(t)
             e = err(ops.logcumsumexp(data, 0))
             assert e <= e_torch, (t, e, e_torch)
+
+
+# ------------------------------------------------------------------------------------------
+# Row walks prefetch their inputs 2 KiB ahead in scan order (ops/cpu/scan_cpu_avx2.h,
+# kPrefetchBytes), past the end of a row and of the tensor: a prefetch never faults, but a
+# load that strayed there would. Inputs placed against inaccessible pages (a mapping whose
+# first and last pages are PROT_NONE, the tensors ending at the last and starting at the
+# first accessible byte), forward and reverse, in a fresh process (a fault would kill it);
+# the results bit for bit those of the same data in ordinary tensors, and right.
+# ------------------------------------------------------------------------------------------
+GUARD_SCRIPT = textwrap.dedent("""
+    import ctypes, mmap, sys, torch
+    torch.ops.load_library(sys.argv[1])
+    sys.path.insert(0, sys.argv[2])
+    from reference import linrec_ref, scan_ref
+    ops = torch.ops.scanops
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    PAGE = mmap.PAGESIZE
+    keep = []
+
+    def guarded(t, at_end):
+        # a copy of t in the middle of a fresh mapping, against its last (at_end) or first
+        # accessible byte; the pages before and after are PROT_NONE
+        nbytes = t.numel() * t.element_size()
+        body = (nbytes + PAGE - 1) // PAGE * PAGE
+        mm = mmap.mmap(-1, body + 2 * PAGE)
+        base = ctypes.addressof(ctypes.c_char.from_buffer(mm))
+        keep.append(mm)
+        assert libc.mprotect(base, PAGE, 0) == 0 and libc.mprotect(base + PAGE + body, PAGE, 0) == 0
+        off = PAGE + (body - nbytes if at_end else 0)
+        g = torch.frombuffer(mm, dtype=t.dtype, count=t.numel(), offset=off).view(t.shape)
+        g.copy_(t)
+        return g
+
+    gen = torch.Generator().manual_seed(5)
+    for dtype in (torch.float32, torch.float64):
+        for shape, dim in [((100_003,), 0), ((40_000,), 0), ((37,), 0), ((3, 5_003), 1), ((64, 100), 1)]:
+            x = torch.rand(shape, generator=gen, dtype=torch.float64).to(dtype)
+            a = (torch.rand(shape, generator=gen, dtype=torch.float64) * 0.2 + 0.8).to(dtype)
+            m = torch.rand(shape, generator=gen) < 0.5
+            xp = x * 0.02 + 0.99  # cumprod's factors
+            for at_end in (True, False):
+                gx, ga, gxp = guarded(x, at_end), guarded(a, at_end), guarded(xp, at_end)
+                for t in (1, 2):
+                    torch.set_num_threads(t)
+                    for excl in (False, True):
+                        for rev in (False, True):
+                            kw = dict(exclusive=excl, reverse=rev)
+                            for name, f, ref in [
+                                    ("cumsum", lambda u, v: ops.cumsum(u, dim, **kw),
+                                     lambda: scan_ref("sum", x.double(), dim, excl, rev)),
+                                    ("masked", lambda u, v: ops.masked_cumsum(u, m, dim, **kw),
+                                     lambda: scan_ref("sum", torch.where(m, x.double(), 0.0), dim, excl, rev)),
+                                    ("cumprod", lambda u, v: ops.cumprod(u, dim, **kw),
+                                     lambda: scan_ref("prod", xp.double(), dim, excl, rev)),
+                                    ("linrec", lambda u, v: ops.linear_recurrence(v, u, dim, **kw),
+                                     lambda: linrec_ref(a.double(), x.double(), dim, excl, rev))]:
+                                u, gu = (xp, gxp) if name == "cumprod" else (x, gx)
+                                got, want = f(gu, ga), f(u, a)
+                                ctx = (dtype, shape, at_end, t, excl, rev, name)
+                                assert torch.equal(got, want), ctx
+                                tol = 1e-5 if dtype == torch.float32 else 1e-12
+                                torch.testing.assert_close(got.double(), ref(), rtol=tol, atol=tol * 10)
+    print("ok")
+""")
+
+
+def test_row_walks_stay_within_their_inputs():
+    r = subprocess.run([sys.executable, "-c", GUARD_SCRIPT, str(conftest.library_path()),
+                        str(conftest.HERE)], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0 and "ok" in r.stdout, (r.returncode, r.stdout + r.stderr)
