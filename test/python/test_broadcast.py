@@ -71,6 +71,18 @@ def test_broadcast_views(device, seed):
             assert torch.equal(got, want), dim
 
 
+def _check_rows_in_place(x, m, a):
+    """masked_cumsum with mask m and linear_recurrence with coefficients a, both read in place
+    along dim 1 of x, bit for bit as with the materialised companions, every flag."""
+    for e, r in itertools.product((False, True), repeat=2):
+        got = ops.masked_cumsum(x, m, 1, exclusive=e, reverse=r)
+        want = ops.masked_cumsum(x, m.expand(x.shape).contiguous(), 1, exclusive=e, reverse=r)
+        assert torch.equal(got, want), (m.stride(), m.storage_offset(), e, r)
+        got = ops.linear_recurrence(a, x, 1, exclusive=e, reverse=r)
+        want = ops.linear_recurrence(a.expand(x.shape).contiguous(), x, 1, exclusive=e, reverse=r)
+        assert torch.equal(got, want), (a.stride(), a.storage_offset(), e, r)
+
+
 @device_p
 @pytest.mark.parametrize("shape", [(3, 20000), (2, 150000)])  # block-per-row rows, look-back rows
 def test_broadcast_views_long_rows(device, shape, seed):
@@ -85,14 +97,7 @@ def test_broadcast_views_long_rows(device, shape, seed):
     views = lambda t: (t[0, ::2][:n], t[1:2, 1:n + 1], t[:rows, :1],  # noqa: E731
                        t[2:3, :n].clone())  # (an aligned row: the shifted vector loads)
     for m, a in zip(views(base), views(coeffs)):
-        for e, r in itertools.product((False, True), repeat=2):
-            got = ops.masked_cumsum(x, m, 1, exclusive=e, reverse=r)
-            want = ops.masked_cumsum(x, m.expand(shape).contiguous(), 1, exclusive=e, reverse=r)
-            assert torch.equal(got, want), (m.stride(), e, r)
-            got = ops.linear_recurrence(a, x, 1, exclusive=e, reverse=r)
-            want = ops.linear_recurrence(a.expand(shape).contiguous(), x, 1, exclusive=e,
-                                         reverse=r)
-            assert torch.equal(got, want), (a.stride(), e, r)
+        _check_rows_in_place(x, m, a)
 
 
 @device_p
@@ -104,19 +109,12 @@ def test_broadcast_row_dtypes(device, dtype, shape, seed):
     and 2 bytes (other vector widths), on block-per-row, look-back and packed rows (tiles of
     whole rows: (4096, 64)), aligned and at an odd offset."""
     gen = make_gen(seed, device)
-    rows, n = shape
+    n = shape[1]
     x = torch.randint(-4, 5, shape, generator=gen, device=device).to(dtype)
     base = torch.rand(2, n + 1, generator=gen, device=device) > 0.5
     coeffs = torch.randint(-1, 2, (2, n + 1), generator=gen, device=device).to(dtype)
     for m, a in ((base[0, :n], coeffs[0, :n]), (base[1, 1:], coeffs[1, 1:])):
-        for e, r in itertools.product((False, True), repeat=2):
-            got = ops.masked_cumsum(x, m, 1, exclusive=e, reverse=r)
-            want = ops.masked_cumsum(x, m.expand(shape).contiguous(), 1, exclusive=e, reverse=r)
-            assert torch.equal(got, want), (m.storage_offset(), e, r)
-            got = ops.linear_recurrence(a, x, 1, exclusive=e, reverse=r)
-            want = ops.linear_recurrence(a.expand(shape).contiguous(), x, 1, exclusive=e,
-                                         reverse=r)
-            assert torch.equal(got, want), (a.storage_offset(), e, r)
+        _check_rows_in_place(x, m, a)
 
 
 @pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA device")
