@@ -488,7 +488,8 @@ for shape, dim, what in paths:
         xr = torch.randn(shape, device=dev, dtype=torch.float64)
         ar = torch.rand(shape, device=dev, dtype=torch.float64) * 0.5 + 0.5
         x, a = xr.to(dt), ar.to(dt)
-        for e, r in [(False, False), (True, True)]:
+        # 1-D: the forward exclusive sum too (CCCL's DeviceScan, ops/cuda/cub_line_scan.h)
+        for e, r in [(False, False), (True, True)] + ([(True, False)] if "1-D" in what else []):
             for opname, f in [("cumsum", lambda: ops.cumsum(x, dim, exclusive=e, reverse=r)),
                               ("cumprod", lambda: ops.cumprod(a, dim, exclusive=e, reverse=r)),
                               ("linrec", lambda: ops.linear_recurrence(a, x, dim, exclusive=e, reverse=r))]:

@@ -7,6 +7,7 @@
 //     longer, >= 16 rows per SM  a block per row walks its tiles carrying the state
 //     longer, fewer rows         chunks of a few tiles, one per block, chained by decoupled
 //                                look-back (each chunk is reduced, then rescanned)
+//     one such line of a dense floating sum, forward: CCCL's DeviceScan (cub_line_scan.h)
 //   inner > 1                  columns -> scan_columns (column_scan.cuh):
 //     >= 2048 columns per SM     a thread per column walks it, one launch
 //     fewer, >= 4 bands of vectors  vector column tiles chained by look-back, one launch
@@ -20,6 +21,7 @@
 #include <type_traits>
 
 #include "ops/cuda/column_scan.cuh"
+#include "ops/cuda/cub_line_scan.h"
 #include "ops/cuda/row_scan.cuh"
 
 namespace scanops::cuda {
@@ -33,6 +35,33 @@ template <class acc_t, class out_t>
 struct is_mask_pre_sum<SumCombine<acc_t>, out_t>
     : std::bool_constant<std::is_same_v<out_t, float> || std::is_same_v<out_t, double> ||
                          std::is_same_v<out_t, c10::Half> || std::is_same_v<out_t, c10::BFloat16>> {};
+
+template <class Combine>
+struct is_sum : std::false_type {};
+template <class acc_t>
+struct is_sum<SumCombine<acc_t>> : std::true_type {};
+
+// One dense line of a plain floating sum that the row kernel would take in look-back mode,
+// forward, with no mask, companion or fused epilogue: CUB's DeviceScan is faster there
+// (cub_line_scan.h has the measurements).
+template <class Combine, class in_t, class out_t>
+inline constexpr bool kCubLine =
+    is_sum<Combine>::value && std::is_same_v<in_t, out_t> && kCubLineSumType<in_t>;
+
+template <class Combine, class in_t, class out_t, class Source, class Sink>
+bool takes_cub_line(const DeviceProblem& p) {
+  if constexpr (kCubLine<Combine, in_t, out_t>) {
+    constexpr int64_t kTile = int64_t{kRowThreads} * row_items<Combine, Source, Sink>();
+    // sm_90 and newer: where CUB runs its lookahead kernel (measured on the H100 only; older
+    // GPUs would get its classic look-back, not measured against the row kernel's).
+    return p.ctx.cc_major >= 9 && p.outer == 1 && p.inner == 1 && !p.flags.reverse &&
+           p.length > kMaxRowModeTiles * kTile &&
+           p.mask == nullptr && p.add == nullptr && p.mul == nullptr && p.mul_mask == nullptr &&
+           !p.shift_mul && p.indices == nullptr;
+  } else {
+    return false;
+  }
+}
 
 template <class Combine, class in_t, class out_t, bool kBroadcast>
 void launch_by_shape(const DeviceProblem& p) {
@@ -86,6 +115,13 @@ void launch_by_shape(const DeviceProblem& p) {
     if (p.inner == 1 && p.mul_mask != nullptr && p.add == nullptr && p.mul == nullptr) {
       MaskPreSink<Combine, out_t> mask_dst{dst};
       scan_rows<Combine>(p.ctx, src, mask_dst, p.outer, p.length, p.flags);
+      return;
+    }
+  }
+  if constexpr (!kBroadcast && kCubLine<Combine, in_t, out_t>) {
+    if (takes_cub_line<Combine, in_t, out_t, Source, OutputSink<Combine, out_t>>(p)) {
+      cub_line_sum(p.ctx, static_cast<const in_t*>(p.input), static_cast<out_t*>(p.output),
+                   p.length, p.flags.exclusive);
       return;
     }
   }

@@ -72,7 +72,8 @@ struct CudaRunner {
   static void run(const ScanProblem& p) {
     const c10::cuda::CUDAGuard guard(p.input.device());
     // ATen caches the device properties: no driver query per call.
-    const int sms = at::cuda::getDeviceProperties(p.input.device().index())->multiProcessorCount;
+    const cudaDeviceProp* prop = at::cuda::getDeviceProperties(p.input.device().index());
+    const int sms = prop->multiProcessorCount;
     TensorScratch scratch(p.input);
     const DeviceProblem d{p.input.const_data_ptr<in_t>(),
                           p.coeff.defined() ? p.coeff.const_data_ptr<in_t>() : nullptr,
@@ -83,7 +84,7 @@ struct CudaRunner {
                           p.length,
                           p.inner,
                           p.spec.flags,
-                          {c10::cuda::getCurrentCUDAStream().stream(), sms, &scratch},
+                          {c10::cuda::getCurrentCUDAStream().stream(), sms, &scratch, prop->major},
                           p.add.defined() ? p.add.const_data_ptr<out_t>() : nullptr,
                           p.mul.defined() && p.mul.scalar_type() != at::kBool
                               ? p.mul.const_data_ptr<out_t>()

@@ -35,6 +35,7 @@ struct LaunchContext {
   cudaStream_t stream;
   int64_t sms;
   Scratch* scratch;
+  int cc_major = 0;  // the GPU's compute capability (major); 0: unknown
 };
 
 // Where a companion tensor (mask, coefficients) holds the problem's element at canonical

@@ -13,7 +13,7 @@ import torch
 from reference import (ALL_DTYPES, DEVICES, FLAG_IDS, FLAGS, FLOAT_DTYPES, LAYOUTS,
                        OPS, SCAN_OPS, call, check_op, dtype_id, linrec_loop, linrec_ref,
                        make_gen, make_layout, make_operands, needs_cuda, ops, rand_data,
-                       scan_ref)
+                       same_bits, scan_ref)
 
 f16, bf16, f32, f64 = torch.float16, torch.bfloat16, torch.float32, torch.float64
 i8, i16, i32, i64, u8, b = torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8, torch.bool
@@ -583,6 +583,29 @@ def test_cuda_big_noncontiguous(layout, seed):
             operands = make_operands(op, shape, dim, dtype, "cuda", gen, layout)
             check_op(op, dim, True, False, **operands)
             check_op(op, dim, False, True, **operands)
+
+
+@needs_cuda
+@pytest.mark.parametrize("dtype", [f32, f64, f16, bf16], ids=_id)
+@pytest.mark.parametrize("exclusive", [False, True], ids=["incl", "excl"])
+@pytest.mark.parametrize("length,offset", [(100_003, 0), (100_003, 1), (1_000_001, 3), (40_000, 0)],
+                         ids=["100003", "100003-off1", "1000001-off3", "40000"])
+def test_cuda_line_sum(length, offset, dtype, exclusive, seed):
+    """One long dense line of a floating cumsum (1-D, a (1, N) row, an (N, 1) column): the
+    path that takes CCCL's DeviceScan when the library is built with it (ops/cuda/
+    cub_line_scan.h), else the row kernel's look-back. Against the float64 reference, the
+    same bits on every run and for the three views of the same line, input untouched; views
+    at an element offset test unaligned starts."""
+    gen = make_gen(seed, "cuda")
+    base = rand_data("sum", (length + offset,), dtype, "cuda", gen, length)
+    x = base[offset:]
+    got = check_op("cumsum", 0, exclusive, False, x=x)
+    for _ in range(3):
+        assert same_bits(call("cumsum", 0, exclusive, False, x=x), got), "not reproducible"
+    assert same_bits(call("cumsum", 1, exclusive, False, x=x.unsqueeze(0)).squeeze(0), got)
+    assert same_bits(call("cumsum", 0, exclusive, False, x=x.unsqueeze(1)).squeeze(1), got)
+    # the reverse, a masked line and the fused backward take the row kernel: same values
+    check_op("cumsum", 0, exclusive, True, x=x)
 
 
 @needs_cuda

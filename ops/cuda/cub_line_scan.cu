@@ -1,0 +1,57 @@
+// scanops CUDA back end: cub_line_sum (see cub_line_scan.h), the only file that includes CUB.
+#include "ops/cuda/cub_line_scan.h"
+
+#if SCANOPS_CUB_LINE_SCAN
+
+#include <c10/cuda/CUDAException.h>
+
+#include <cub/device/device_scan.cuh>
+#include <cub/version.cuh>
+#include <cuda/std/functional>
+
+#if CUB_VERSION < 300500
+#error "scanops: SCANOPS_CUB_LINE_SCAN needs CCCL >= 3.5 (its stable-order DeviceScan)"
+#endif
+
+namespace scanops::cuda {
+
+template <class T>
+void cub_line_sum(const LaunchContext& ctx, const T* in, T* out, int64_t length, bool exclusive) {
+  using acc_t = std::conditional_t<std::is_same_v<T, double>, double, float>;
+  using Plus = ::cuda::std::plus<acc_t>;
+  using offset_t = cub::detail::choose_offset_t<int64_t>;
+  // The stable reduction order: what DeviceScan's public API engages for a floating `plus`
+  // under cuda::execution::determinism::run_to_run. It is asked for through the dispatch,
+  // which also takes the caller's temporary storage (the public env API allocates its own),
+  // with the accumulator named by the operator (float32 for the half types).
+  constexpr bool kStable = true;
+  using Policy =
+      cub::detail::scan::policy_selector_from_types<const T*, T*, acc_t, offset_t, Plus, kStable>;
+  const auto run = [&](auto force, auto init) -> cudaError_t {
+    size_t bytes = 0;
+    cudaError_t err = cub::DeviceScan::scan_impl_determinism<decltype(force)::value, kStable>(
+        nullptr, bytes, in, out, Plus{}, init, length, ctx.stream, Policy{});
+    if (err != cudaSuccess) return err;
+    void* tmp = ctx.scratch->allocate(static_cast<int64_t>(bytes > 0 ? bytes : 1));
+    return cub::DeviceScan::scan_impl_determinism<decltype(force)::value, kStable>(
+        tmp, bytes, in, out, Plus{}, init, length, ctx.stream, Policy{});
+  };
+  using cub::ForceInclusive;
+  const cudaError_t err =
+      exclusive
+          ? run(std::integral_constant<ForceInclusive, ForceInclusive::No>{},
+                cub::detail::InputValue<acc_t>(acc_t{0}))
+          : run(std::integral_constant<ForceInclusive, ForceInclusive::Yes>{}, cub::NullType{});
+  C10_CUDA_CHECK(err);
+}
+
+template void cub_line_sum<float>(const LaunchContext&, const float*, float*, int64_t, bool);
+template void cub_line_sum<double>(const LaunchContext&, const double*, double*, int64_t, bool);
+template void cub_line_sum<c10::Half>(const LaunchContext&, const c10::Half*, c10::Half*, int64_t,
+                                      bool);
+template void cub_line_sum<c10::BFloat16>(const LaunchContext&, const c10::BFloat16*,
+                                          c10::BFloat16*, int64_t, bool);
+
+}  // namespace scanops::cuda
+
+#endif  // SCANOPS_CUB_LINE_SCAN

@@ -1,0 +1,42 @@
+// scanops CUDA back end: one dense line of a floating sum (a 1-D cumsum, forward, inclusive or
+// exclusive) through CCCL's cub::DeviceScan, instead of the row kernel's look-back mode.
+//
+// Why CUB here and not elsewhere: CCCL 3.5 (the pinned PyPI nvidia-cuda-cccl, see
+// requirements-tools.txt) runs a float `plus` scan with a stable reduction order on sm_90 and
+// newer through its warp-specialised "lookahead" kernel (bulk copies into shared-memory
+// stages, a lookahead warp that folds the predecessors' tile aggregates in fixed batches of
+// 32, so the result is the same run to run). Measured on the H100, one 2^30-element line
+// (bench/cub_scan_bench.cu, docs/design.md): float32 83.5% of copy against the look-back
+// mode's 78.5%, exclusive 82.5% / 78.3%, bfloat16 with float32 accumulation 91.3% / 68.7%,
+// float64 77.7% / 68.8%; a float32 cumprod with float64 states was slower there (63.8% /
+// 66.8%), so the other combines, reverse scans, masks and the fused backward epilogues stay
+// on the hand-written kernels.
+// Built when CMake finds CCCL >= 3.5 (SCANOPS_CUB_LINE_SCAN=1); without it every line takes
+// the row kernel.
+#pragma once
+
+#include <type_traits>
+
+#include "ops/cuda/scan_cuda.h"
+
+#ifndef SCANOPS_CUB_LINE_SCAN
+#define SCANOPS_CUB_LINE_SCAN 0
+#endif
+
+namespace scanops::cuda {
+
+// The element types cub_line_sum is instantiated for (in_t == out_t; float32 accumulation
+// for the half types, as the library's own kernels).
+template <class T>
+inline constexpr bool kCubLineSumType =
+    SCANOPS_CUB_LINE_SCAN && (std::is_same_v<T, float> || std::is_same_v<T, double> ||
+                              std::is_same_v<T, c10::Half> || std::is_same_v<T, c10::BFloat16>);
+
+// out[i] = in[0] + ... + in[i] (exclusive: in[0] + ... + in[i-1], 0 first), accumulated in
+// float32 for float32 / float16 / bfloat16 and float64 for float64, in an order fixed by the
+// length and the GPU (bitwise the same run to run). Temporary storage (a tile state per
+// ~32 KB of input) from ctx.scratch.
+template <class T>
+void cub_line_sum(const LaunchContext& ctx, const T* in, T* out, int64_t length, bool exclusive);
+
+}  // namespace scanops::cuda
