@@ -194,7 +194,11 @@ def test_cumsum_fused(device, dtype, shape, dim, seed):
             if mu is not None:
                 want = mu * want
             assert got.dtype == out_dtype
-            if mu is odd and device == "cuda" and math.prod(shape[dim + 1:]) > 1:
+            # (one 1-D line of a forward floating sum: the plain cumsum takes CCCL's
+            # DeviceScan, the fused ones the row kernel: the same values to rounding)
+            cub_line = (device == "cuda" and not r and x.numel() == shape[dim] and
+                        dtype in (torch.float32, torch.float64, torch.float16, torch.bfloat16))
+            if cub_line or (mu is odd and device == "cuda" and math.prod(shape[dim + 1:]) > 1):
                 # (columns: the vector column tiles need every operand aligned to its
                 # vector; the odd mask's problem takes another column kernel, whose
                 # association differs from cumsum's: the same values to rounding)
