@@ -46,6 +46,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <thread>
 #include <type_traits>
@@ -82,6 +83,27 @@ struct Ctx {
   int64_t out_size;  // bytes of an output element
   bool prefault;     // populate output pages ahead of the stores (prefault_range)
 };
+
+// A carry (a fold of block totals) that is NaN is made the canonical quiet NaN. Which NaN an
+// add or multiply of two NaNs returns is the operand order the compiler picked, and a block's
+// total comes from another instantiation of the walk (no stores) on several threads than on
+// one (the walk that writes): the same bits, but for NaN payloads. With the carries settled,
+// outputs no longer depend on the thread count in any bit (test_cpu_threads.py). Selections
+// (cummax / cummin) keep the elements they select, payloads included: not settled.
+inline double settle_nan(double v) { return v != v ? std::numeric_limits<double>::quiet_NaN() : v; }
+inline float settle_nan(float v) { return v != v ? std::numeric_limits<float>::quiet_NaN() : v; }
+template <class T>
+inline c10::complex<T> settle_nan(const c10::complex<T>& z) {
+  return {settle_nan(z.real()), settle_nan(z.imag())};
+}
+template <class T>
+inline AffineState<T> settle_nan(const AffineState<T>& s) {
+  return {settle_nan(s.a), settle_nan(s.b)};
+}
+template <class S>
+inline S settle_nan(const S& s) {  // integers, indexed states, log-sum-exp states: as they are
+  return s;
+}
 
 template <class F>
 inline void with_bool(bool b, F&& f) {
@@ -132,7 +154,7 @@ struct Kernel {
     return {static_cast<const T*>(c.in), static_cast<const T*>(c.coeff), c.mask, static_cast<T*>(c.out)};
   }
   static S identity() { return Op::sid(); }
-  static S fold(const S& C, const S& T_) { return Op::scomb(C, T_); }
+  static S fold(const S& C, const S& T_) { return settle_nan(Op::scomb(C, T_)); }
   static bool row_stream_ok(const Ctx& c, int64_t o) {
     const int64_t end = c.reverse ? (o + 1) * c.n : o * c.n;
     return c.stream && (reinterpret_cast<uintptr_t>(static_cast<T*>(c.out) + end) % kAlign == 0);
@@ -200,7 +222,7 @@ struct Kernel {
   __attribute__((noinline)) static void col_fold(double* C, const double* L, int64_t w, bool carry) {
     for (int64_t j = 0; j < w; ++j) {
       const S l = Op::from_comps(L, w, j);
-      Op::to_comps(carry ? Op::scomb(Op::from_comps(C, w, j), l) : l, C, w, j);
+      Op::to_comps(carry ? settle_nan(Op::scomb(Op::from_comps(C, w, j), l)) : l, C, w, j);
     }
   }
   __attribute__((noinline)) static void col_walk(const Ctx& c, int64_t o, int64_t i0, int64_t w, int64_t s0,
@@ -261,7 +283,9 @@ struct CplxSumKernel {
     return {static_cast<const T*>(c.in), nullptr, c.mask, static_cast<T*>(c.out)};
   }
   static S identity() { return {0.0, 0.0}; }
-  static S fold(const S& C, const S& T_) { return {C.re + T_.re, C.im + T_.im}; }
+  static S fold(const S& C, const S& T_) {
+    return {settle_nan(C.re + T_.re), settle_nan(C.im + T_.im)};
+  }
   static bool row_stream_ok(const Ctx& c, int64_t o) {
     const int64_t end = c.reverse ? (o + 1) * c.n : o * c.n;
     return c.stream && (reinterpret_cast<uintptr_t>(static_cast<T*>(c.out) + 2 * end) % kAlign == 0);
@@ -572,7 +596,14 @@ struct GenericKernel {
   static constexpr int kComps = 1;
 
   static S identity() { return Combine::identity(); }
-  static S fold(const S& C, const S& T_) { return Combine::combine(C, T_); }
+  static S settle(const S& s) {
+    if constexpr (Combine::selects) {
+      return s;
+    } else {
+      return settle_nan(s);
+    }
+  }
+  static S fold(const S& C, const S& T_) { return settle(Combine::combine(C, T_)); }
 
   // The element at memory offset idx, at position pos along the line (original order).
   template <bool kMasked>
@@ -658,7 +689,7 @@ struct GenericKernel {
 
   static void col_identity(S* st, int64_t w) { std::fill(st, st + w, Combine::identity()); }
   static void col_fold(S* C, const S* L, int64_t w, bool carry) {
-    for (int64_t j = 0; j < w; ++j) C[j] = carry ? Combine::combine(C[j], L[j]) : L[j];
+    for (int64_t j = 0; j < w; ++j) C[j] = carry ? settle(Combine::combine(C[j], L[j])) : L[j];
   }
 
   template <bool kMask, bool kExcl, bool kWrite, bool kCarry>
