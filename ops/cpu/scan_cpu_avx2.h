@@ -283,10 +283,15 @@ static typename Op::S row_block_impl(const Ptrs<T>& p, int64_t row, int64_t n, i
   auto load = [&](int64_t s) SCANOPS_AIL {
     return lift4<Op, T, kMask>(p.in, p.coeff, p.mask, at4(s));
   };
-  // the inputs kPrefetchBytes ahead of the group at scan position s
+  // the inputs kPrefetchBytes ahead of the group at scan position s. A reverse row shorter
+  // than that distance is walked downwards but rows are taken upwards (rows_short, the
+  // parallel loops over rows): kPrefetchBytes below would be rows already read, so it
+  // prefetches the rows above instead (2-core VM, (2^20, 64) reverse rows: 64-66% -> see
+  // design.md, "CPU: input prefetch in the row walks").
+  constexpr int64_t D = kPrefetchBytes / int64_t(sizeof(T));
+  const int64_t pf = kRev && n >= D ? -D : D;
   auto prefetch = [&](int64_t s) SCANOPS_AIL {
-    constexpr int64_t D = kPrefetchBytes / int64_t(sizeof(T));
-    const int64_t a = kRev ? at4(s) - D : at4(s) + D;
+    const int64_t a = at4(s) + pf;
     prefetch_at(p.in, a);
     if constexpr (Op::K == 2) prefetch_at(p.coeff, a);
   };
