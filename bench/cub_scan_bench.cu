@@ -30,14 +30,6 @@ using namespace scanops::cuda;
 using scanops::bench::Arena;
 using scanops::bench::time_ms;
 
-__global__ void fill_steps(float* p, int64_t n) {
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
-       i += int64_t{gridDim.x} * blockDim.x) {
-    const uint64_t h = (static_cast<uint64_t>(i) * 0x9E3779B97F4A7C15ull) >> 40;
-    p[i] = static_cast<float>(static_cast<int>(h % 3) - 1);
-  }
-}
-
 // cub::DeviceScan through its dispatch with an explicit reduction-order switch (the public
 // env API allows the stable order only for cuda::std::plus on floating-point accumulators; the
 // dispatch takes any op with an identity). Accum is Op's result type.
@@ -86,7 +78,7 @@ int main(int argc, char** argv) {
   cudaMalloc(&copy_a, n * 4);
   cudaMalloc(&copy_b, n * 4);
   cudaMemset(copy_a, 0, n * 4);
-  fill_steps<<<1024, 256, 0, stream>>>(in, n);
+  scanops::bench::fill_steps<<<1024, 256, 0, stream>>>(in, n);
 
   using Sum = SumCombine<float>;
   using scanops::cuda::InputSource;

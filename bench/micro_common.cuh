@@ -37,6 +37,16 @@ struct Arena : scanops::cuda::Scratch {
   ~Arena() { cudaFree(base); }
 };
 
+// A random walk of -1 / 0 / +1 steps: every partial sum is exact in float32 whatever the
+// association, so a scan's result can be checked against a host running sum bit for bit.
+__global__ inline void fill_steps(float* p, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    const uint64_t h = (static_cast<uint64_t>(i) * 0x9E3779B97F4A7C15ull) >> 40;
+    p[i] = static_cast<float>(static_cast<int>(h % 3) - 1);
+  }
+}
+
 // Milliseconds that f's work on stream s takes.
 inline float time_ms(const std::function<void()>& f, cudaStream_t s) {
   cudaEvent_t a, b;

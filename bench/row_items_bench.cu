@@ -29,14 +29,6 @@ using scanops::bench::time_ms;
 
 namespace {
 
-__global__ void fill_steps(float* p, int64_t n) {
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
-       i += int64_t{gridDim.x} * blockDim.x) {
-    const uint64_t h = (static_cast<uint64_t>(i) * 0x9E3779B97F4A7C15ull) >> 40;
-    p[i] = static_cast<float>(static_cast<int>(h % 3) - 1);
-  }
-}
-
 
 // The row kernel in rows/packed/look-back mode as scan_rows picks it, with kItems forced.
 template <class Combine, int kItems, class Source, class Sink>
@@ -177,7 +169,7 @@ int main(int argc, char** argv) {
 #undef SCANOPS_CASE
 
   if (getenv("CHECK") && atoi(getenv("CHECK")) != 0) {
-    fill_steps<<<1024, 256, 0, stream>>>(in, n);
+    scanops::bench::fill_steps<<<1024, 256, 0, stream>>>(in, n);
     cases[4].run();  // "Sum items 32"
     std::vector<float> hi(n), ho(n);
     cudaMemcpyAsync(hi.data(), in, n * 4, cudaMemcpyDeviceToHost, stream);

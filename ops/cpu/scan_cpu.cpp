@@ -101,7 +101,7 @@ inline AffineState<T> settle_nan(const AffineState<T>& s) {
   return {settle_nan(s.a), settle_nan(s.b)};
 }
 template <class S>
-inline S settle_nan(const S& s) {  // integers, indexed states, log-sum-exp states: as they are
+inline S settle_nan(const S& s) {  // integers and other states: as they are
   return s;
 }
 
