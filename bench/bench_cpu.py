@@ -1,14 +1,17 @@
 """CPU benchmark: every scanops op x shape class against clone() and torch eager, per thread count.
 
 share = floor time / op time. The floor moves the op's minimal bytes (every input read once,
-the outputs written once) the fastest way torch can: for one input and one output of its size,
-the faster of clone() and a copy into a fresh tensor whose pages are populated first (madvise
-MADV_POPULATE_WRITE: since ba6c296 scanops populates its output's pages ahead of its stores and
-beats clone(), whose pages fault one by one); for linear_recurrence (two inputs read, one
-output written) a + x into a fresh or a populated output (a copy of the same total bytes was no
-floor: reads are cheaper than writes, and linear_recurrence measured 125% of it); masked_cumsum
-(1-byte mask) and cummax (8-byte indices written too) the copy of x scaled to their bytes, an
-approximation that may overstate their shares (see floor_fns). The floor is
+the outputs written once) into fresh outputs the fastest way measured (floor_fns): the fastest
+of clone() (pages faulted one by one), a copy into a buffer populated first (madvise
+MADV_POPULATE_WRITE), and a copy chunk by chunk, each chunk's pages populated just before libc
+memcpy writes it, over one contiguous span per thread: scanops populates its large outputs
+that way, and the chunked copy is the floor that schedule has to beat (before it was a
+candidate, scanops measured up to 112% of the other two on the 2-core VM). For
+linear_recurrence (two inputs read, one output written) a + x the same three ways (numpy's add
+for the chunked one; a copy of the same total bytes was no floor: reads are cheaper than
+writes, and linear_recurrence measured 125% of it); for cummax a chunked copy of x plus an
+int64 tensor written (memset); for masked_cumsum (1-byte mask) the copy of x scaled to its
+bytes, an approximation that may overstate its share by up to 9/8. The floor is
 measured interleaved with the op and eager runs (round-robin, `--reps` rounds (default 3) after
 a warm-up, best of each), so machine noise hits all three alike; the floor's spread
 ((max - min) / min over the rounds) is reported with it.
@@ -108,13 +111,39 @@ def timed(fn):
     return dt * 1e3
 
 
-_libc = ctypes.CDLL(None, use_errno=True)
+_libc = ctypes.CDLL(None, use_errno=True)  # ctypes calls release the GIL
 _libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+_libc.memcpy.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t]
+_libc.memcpy.restype = ctypes.c_void_p
+_libc.memset.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_size_t]
+_libc.memset.restype = ctypes.c_void_p
 MADV_POPULATE_WRITE = 23  # Linux >= 5.14
 PAGE = os.sysconf("SC_PAGE_SIZE")
+CHUNK_BYTES = 1 << 20  # the chunked floors' chunk (256 KiB and 4 MiB measured within 5% of it)
 
+try:
+    import numpy as np
+except ImportError:  # the chunked a + x floor needs it; the others do not
+    np = None
 
 _pool = {}
+
+
+def _in_threads(fn, items):
+    """fn over items, on torch.get_num_threads() threads (a pool kept per count)."""
+    nt = torch.get_num_threads()
+    if nt == 1 or len(items) == 1:
+        for i in items:
+            fn(i)
+        return
+    if nt not in _pool:
+        _pool[nt] = concurrent.futures.ThreadPoolExecutor(nt)
+    list(_pool[nt].map(fn, items))
+
+
+def _populate(ptr, nbytes):
+    start = ptr // PAGE * PAGE
+    _libc.madvise(start, ptr + nbytes - start, MADV_POPULATE_WRITE)
 
 
 def populated_copy(x):
@@ -130,33 +159,87 @@ def populated_empty(x):
     """A fresh tensor like x whose pages are populated (see populated_copy)."""
     y = torch.empty_like(x)
     nbytes = y.numel() * y.element_size()
-    start = y.data_ptr() // PAGE * PAGE
-    end = y.data_ptr() + nbytes
     nt = torch.get_num_threads()
-    step = -(-(end - start) // nt // PAGE) * PAGE
-    spans = [(a, min(step, end - a)) for a in range(start, end, step)]
-    if nt == 1 or len(spans) == 1:
-        _libc.madvise(start, end - start, MADV_POPULATE_WRITE)
-    else:
-        if nt not in _pool:
-            _pool[nt] = concurrent.futures.ThreadPoolExecutor(nt)
-        list(_pool[nt].map(lambda s: _libc.madvise(s[0], s[1], MADV_POPULATE_WRITE), spans))
+    step = -(-nbytes // nt // PAGE) * PAGE
+    _in_threads(lambda a: _populate(y.data_ptr() + a, min(step, nbytes - a)), list(range(0, nbytes, step)))
+    return y
+
+
+def chunked_write(outs, body):
+    """Fills the fresh contiguous tensors `outs` (same numel) the way scanops writes a large
+    output: elements [0, n) split into one contiguous span per thread, each span walked a chunk
+    of CHUNK_BYTES (of outs[0]) at a time, the chunk's pages of every output populated just
+    before body(e0, e1) writes them, so the zeroed lines are still in cache at the stores."""
+    n = outs[0].numel()
+    ce = max(1, CHUNK_BYTES // outs[0].element_size())
+    nt = torch.get_num_threads()
+    step = -(-n // nt // ce) * ce
+
+    def span(a):
+        for e0 in range(a, min(n, a + step), ce):
+            e1 = min(n, e0 + ce, a + step)
+            for y in outs:
+                s = y.element_size()
+                _populate(y.data_ptr() + e0 * s, (e1 - e0) * s)
+            body(e0, e1)
+
+    _in_threads(span, list(range(0, n, step)))
+    return outs
+
+
+def chunked_copy(x):
+    """x copied into a fresh tensor chunk by chunk (chunked_write; libc memcpy)."""
+    y = torch.empty_like(x)
+    s, yp, xp = x.element_size(), y.data_ptr(), x.data_ptr()
+    chunked_write([y], lambda e0, e1: _libc.memcpy(yp + e0 * s, xp + e0 * s, (e1 - e0) * s))
+    return y
+
+
+def chunked_copy_and_fill(x):
+    """cummax's traffic: x copied into a fresh values tensor and a fresh int64 tensor written
+    (memset), chunk by chunk (chunked_write)."""
+    y = torch.empty_like(x)
+    i = torch.empty(x.shape, dtype=torch.int64)
+    s, yp, xp, ip = x.element_size(), y.data_ptr(), x.data_ptr(), i.data_ptr()
+
+    def body(e0, e1):
+        _libc.memcpy(yp + e0 * s, xp + e0 * s, (e1 - e0) * s)
+        _libc.memset(ip + e0 * 8, 0, (e1 - e0) * 8)
+
+    chunked_write([y, i], body)
+    return y, i
+
+
+def chunked_add(a, x):
+    """a + x into a fresh tensor chunk by chunk (chunked_write; numpy's add, which releases
+    the GIL)."""
+    y = torch.empty_like(x)
+    an, xn, yn = a.reshape(-1).numpy(), x.reshape(-1).numpy(), y.view(-1).numpy()
+    chunked_write([y], lambda e0, e1: np.add(an[e0:e1], xn[e0:e1], out=yn[e0:e1]))
     return y
 
 
 def floor_fns(name, t, x):
     """The floor candidates of op `name`, and whether their times are to be scaled by the op's
-    bytes over 2 x x's bytes. linear_recurrence reads two tensors and writes one: a + x has
-    its traffic exactly (into a fresh output, and into one whose pages are populated); a copy
+    bytes over 2 x x's bytes. The floor is the fastest of them: a fresh output filled three
+    ways (its pages faulted one by one; populated all first; populated a chunk at a time just
+    before the chunk's writes, as scanops does).
+    linear_recurrence reads two tensors and writes one: a + x has its traffic exactly; a copy
     of the same total bytes is no floor for it (reads are cheaper than writes: it measured
-    125% of that on the Xeon). Every other op: a copy of x (clone() and a populated copy),
-    scaled for masked_cumsum (its 1-byte mask; eager's x * m or where() are compute bound,
-    2-3x slower than the copy, so no floor) and cummax (8-byte indices): approximations that
-    may overstate those shares by up to 9/8 and 2x."""
+    125% of that on the Xeon). cummax: a copy of x into a fresh values tensor plus an int64
+    tensor written (chunked), or the copies of x scaled to its bytes. Every other op: a copy of
+    x, scaled for masked_cumsum (its 1-byte mask read: an approximation that may overstate its
+    share by up to 9/8; eager's x * m or where() are compute bound, 2-3x slower than the copy,
+    so no floor)."""
     if name == "linear_recurrence":
         a = t["a"]
-        return [lambda: torch.add(a, x), lambda: torch.add(a, x, out=populated_empty(x))], False
-    return [lambda: x.clone(), lambda: populated_copy(x)], True
+        fl = [lambda: torch.add(a, x), lambda: torch.add(a, x, out=populated_empty(x))]
+        if np is not None:
+            fl.append(lambda: chunked_add(a, x))
+        return fl, False
+    if name == "cummax":
+        return [lambda: chunked_copy_and_fill(x)], False
+    return [lambda: x.clone(), lambda: populated_copy(x), lambda: chunked_copy(x)], True
 
 
 def measure(floors, sc, eager, reps, slow_ms=300.0):
