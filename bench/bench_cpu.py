@@ -10,8 +10,9 @@ candidate, scanops measured up to 112% of the other two on the 2-core VM). For
 linear_recurrence (two inputs read, one output written) a + x the same three ways (numpy's add
 for the chunked one; a copy of the same total bytes was no floor: reads are cheaper than
 writes, and linear_recurrence measured 125% of it); for cummax a chunked copy of x plus an
-int64 tensor written (memset); for masked_cumsum (1-byte mask) the copy of x scaled to its
-bytes, an approximation that may overstate its share by up to 9/8. The floor is
+int64 tensor written (memset); for masked_cumsum the faster of a chunked copy of x plus its
+1-byte mask read (numpy's count_nonzero) and the copies of x scaled to its bytes (an
+approximation that may overstate its share by up to 9/8). The floor is
 measured interleaved with the op and eager runs (round-robin, `--reps` rounds (default 3) after
 a warm-up, best of each), so machine noise hits all three alike; the floor's spread
 ((max - min) / min over the rounds) is reported with it.
@@ -210,6 +211,21 @@ def chunked_copy_and_fill(x):
     return y, i
 
 
+def chunked_copy_and_read(x, m):
+    """masked_cumsum's traffic: x copied into a fresh tensor and the bool mask m read (numpy's
+    count_nonzero, which releases the GIL), chunk by chunk (chunked_write)."""
+    y = torch.empty_like(x)
+    s, yp, xp = x.element_size(), y.data_ptr(), x.data_ptr()
+    mn = m.reshape(-1).numpy()
+
+    def body(e0, e1):
+        _libc.memcpy(yp + e0 * s, xp + e0 * s, (e1 - e0) * s)
+        np.count_nonzero(mn[e0:e1])
+
+    chunked_write([y], body)
+    return y
+
+
 def chunked_add(a, x):
     """a + x into a fresh tensor chunk by chunk (chunked_write; numpy's add, which releases
     the GIL)."""
@@ -219,37 +235,41 @@ def chunked_add(a, x):
     return y
 
 
-def floor_fns(name, t, x):
-    """The floor candidates of op `name`, and whether their times are to be scaled by the op's
-    bytes over 2 x x's bytes. The floor is the fastest of them: a fresh output filled three
-    ways (its pages faulted one by one; populated all first; populated a chunk at a time just
-    before the chunk's writes, as scanops does).
+def floor_fns(name, t, x, nbytes):
+    """The floor candidates of op `name` on its main input x (nbytes: the op's minimal bytes),
+    as (fn, scale) pairs: fn's time times scale is a candidate; the floor is the fastest. A
+    fresh output is filled three ways: its pages faulted one by one; populated all first;
+    populated a chunk at a time just before the chunk's writes, as scanops does.
     linear_recurrence reads two tensors and writes one: a + x has its traffic exactly; a copy
     of the same total bytes is no floor for it (reads are cheaper than writes: it measured
     125% of that on the Xeon). cummax: a copy of x into a fresh values tensor plus an int64
-    tensor written (chunked), or the copies of x scaled to its bytes. Every other op: a copy of
-    x, scaled for masked_cumsum (its 1-byte mask read: an approximation that may overstate its
-    share by up to 9/8; eager's x * m or where() are compute bound, 2-3x slower than the copy,
-    so no floor)."""
+    tensor written (chunked). masked_cumsum: a chunked copy of x plus its mask read, and the
+    copies of x scaled to its bytes (an approximation that may overstate its share by up to
+    9/8; on the 2-core VM it was the faster one); eager's x * m or where() are compute bound,
+    2-3x slower than the copy, so no floor. Every other op: a copy of x."""
     if name == "linear_recurrence":
         a = t["a"]
         fl = [lambda: torch.add(a, x), lambda: torch.add(a, x, out=populated_empty(x))]
         if np is not None:
             fl.append(lambda: chunked_add(a, x))
-        return fl, False
+        return [(f, 1.0) for f in fl]
     if name == "cummax":
-        return [lambda: chunked_copy_and_fill(x)], False
-    return [lambda: x.clone(), lambda: populated_copy(x), lambda: chunked_copy(x)], True
+        return [(lambda: chunked_copy_and_fill(x), 1.0)]
+    scale = nbytes / (2 * x.numel() * x.element_size())
+    fl = [(lambda: x.clone(), scale), (lambda: populated_copy(x), scale), (lambda: chunked_copy(x), scale)]
+    if name == "masked_cumsum" and np is not None:
+        m = t["m"]
+        fl.append((lambda: chunked_copy_and_read(x, m), 1.0))
+    return fl
 
 
 def measure(floors, sc, eager, reps, slow_ms=300.0):
     """Best of `reps` interleaved rounds after a warm-up call. A function slower than `slow_ms`
     (torch eager along an outer dim takes seconds) keeps its warm-up time as a sample and runs
-    in the first round only, to bound the run time (~4 minutes on 16 cores)."""
-    # The floor: the fastest of the candidates `floors` (floor_fns: into a fresh output whose
-    # pages fault one by one on first touch, and into one whose pages are populated first, as
-    # scanops does since ba6c296).
-    fns = list(floors) + [sc] + ([eager] if eager else [])
+    in the first round only, to bound the run time (~4 minutes on 16 cores). `floors`: the
+    (fn, scale) candidates of floor_fns; the floor is the one with the least scaled best time,
+    its spread that candidate's (max - min) / min."""
+    fns = [f for f, _ in floors] + [sc] + ([eager] if eager else [])
     warm = [timed(f) for f in fns]
     nf = len(floors)
     samples = [[w] if i >= nf and w >= slow_ms else [] for i, w in enumerate(warm)]
@@ -257,7 +277,7 @@ def measure(floors, sc, eager, reps, slow_ms=300.0):
         for i, f in enumerate(fns):
             if i < nf or r < 1 or warm[i] < slow_ms:
                 samples[i].append(timed(f))
-    floor = min(samples[:nf], key=min)
+    floor = min(([v * sc_ for v in samples[i]] for i, (_, sc_) in enumerate(floors)), key=min)
     spread = (max(floor) - min(floor)) / min(floor)
     return min(floor), spread, min(samples[nf]), (min(samples[nf + 1]) if eager else None)
 
@@ -321,12 +341,10 @@ def main():
             nbytes = op_bytes(name, x)
             for th in threads_list:
                 torch.set_num_threads(th)
-                floors, scaled = floor_fns(name, t, x)
+                floors = floor_fns(name, t, x, nbytes)
                 floor_ms, spread, sc_ms, eg_ms = measure(
                     floors, lambda: sc(t, dim), (lambda: eager(t, dim)) if eager else None,
                     args.reps)
-                if scaled:
-                    floor_ms *= nbytes / (2 * x.numel() * x.element_size())
                 row = {
                     "workload": f"{name} {sname}", "op": name, "shape": list(shape), "dim": dim,
                     "threads": th, "bytes": nbytes, "floor_ms": round(floor_ms, 3),
