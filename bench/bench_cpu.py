@@ -1,27 +1,27 @@
 """CPU benchmark: every scanops op x shape class against clone() and torch eager, per thread count.
 
 share = floor time / op time. The floor moves the op's minimal bytes (every input read once,
-the outputs written once) into fresh outputs the fastest way measured (floor_fns): the fastest
-of clone() (pages faulted one by one), a copy into a buffer populated first (madvise
-MADV_POPULATE_WRITE), and a copy chunk by chunk, each chunk's pages populated just before libc
-memcpy writes it, over one contiguous span per thread: scanops populates its large outputs
-that way, and the chunked copy is the floor that schedule has to beat (before it was a
-candidate, scanops measured up to 112% of the other two on the 2-core VM). For
-linear_recurrence (two inputs read, one output written) a + x the same three ways (numpy's add
-for the chunked one; a copy of the same total bytes was no floor: reads are cheaper than
-writes, and linear_recurrence measured 125% of it); for cummax a chunked copy of x plus an
-int64 tensor written (memset); for masked_cumsum the faster of a chunked copy of x plus its
-1-byte mask read (numpy's count_nonzero) and the copies of x scaled to its bytes (an
-approximation that may overstate its share by up to 9/8). The floor is
-measured interleaved with the op and eager runs (round-robin, `--reps` rounds (default 3) after
-a warm-up, best of each), so machine noise hits all three alike; the floor's spread
-((max - min) / min over the rounds) is reported with it.
+the outputs written once) into fresh outputs the fastest way measured (floor_fns), the fastest
+of: clone() (pages faulted one by one); a copy into a buffer populated first (madvise
+MADV_POPULATE_WRITE); and bench/floor.c, compiled here and run on as many native threads as the
+op, each over one contiguous span, chunk by chunk (256 KiB and 1 MiB of output, both tried),
+each chunk's pages populated just before memcpy writes it. The last is scanops' own schedule
+for large outputs without the scan: before it was a candidate scanops measured up to 112% of
+the other two on the 2-core VM, and with Python threads driving it up to 136% at 16 threads.
+Other ops' traffic: linear_recurrence a + x (two reads, one write: a copy of the same total
+bytes was no floor, reads are cheaper than writes, and it measured 125% of that); cummax a
+copy of x plus an int64 tensor written (memset); masked_cumsum the faster of a copy of x plus
+its 1-byte mask read and the copies of x scaled to its bytes (an approximation that may
+overstate its share by up to 9/8). Without a C compiler the chunked floors run on Python
+threads (numpy for a + x and the mask). The floor is measured interleaved with the op and
+eager runs (round-robin, `--reps` rounds (default 3) after a warm-up, best of each), so machine
+noise hits all alike; the floor's spread ((max - min) / min over the rounds of the fastest
+candidate) is reported with it.
 
 Ops: cumsum (inclusive, exclusive, reverse), masked_cumsum, cumprod, linear_recurrence on every
-shape class; logcumsumexp, cummax and "cumsum complex64" (a complex64 input: the clone floor is
-taken of that input) on the first three shape classes (rows, dim 0, 1-D) unless --shapes says
-otherwise. Those three run the portable scalar kernel; the others the AVX2 kernels where the
-CPU has AVX2 + FMA.
+shape class; logcumsumexp, cummax and "cumsum complex64" (a complex64 input: the floor is taken
+of that input) on the first three shape classes (rows, dim 0, 1-D) unless --shapes says
+otherwise. The AVX2 kernels run where the CPU has AVX2 + FMA.
 
 Usage:
   python bench/bench_cpu.py [--threads 1,2,16] [--elems N] [--reps R] [--ops A,B]
@@ -235,6 +235,47 @@ def chunked_add(a, x):
     return y
 
 
+def _native_floor():
+    """bench/floor.c compiled with the system C compiler (cc, -O3 -march=native) into a cache
+    file beside the temp dir, and loaded; None where that fails (the Python floors remain)."""
+    import hashlib
+    import subprocess
+    import tempfile
+    src = os.path.join(os.path.dirname(os.path.abspath(__file__)), "floor.c")
+    try:
+        with open(src, "rb") as f:
+            tag = hashlib.sha1(f.read() + platform.node().encode()).hexdigest()[:12]
+        so = os.path.join(tempfile.gettempdir(), f"scanops-bench-floor-{tag}.so")
+        if not os.path.exists(so):
+            cc = os.environ.get("CC", "cc")
+            subprocess.run([cc, "-O3", "-march=native", "-shared", "-fPIC", "-pthread", "-o", so + ".tmp", src],
+                           check=True, capture_output=True)
+            os.replace(so + ".tmp", so)
+        lib = ctypes.CDLL(so)
+    except (OSError, subprocess.CalledProcessError) as e:
+        print(f"note: the native floor is not available ({e}); Python-threaded floors only", flush=True)
+        return None
+    lib.scanops_floor.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_size_t, ctypes.c_size_t, ctypes.c_size_t,
+                                  ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
+    lib.scanops_floor.restype = ctypes.c_uint64
+    return lib
+
+
+_floor_lib = _native_floor()
+NATIVE_CHUNKS = (256 << 10, 1 << 20)  # output bytes a chunk: both are candidates
+
+
+def native_floor(kind, x, chunk, in2=None):
+    """bench/floor.c's kind (0 copy, 1 copy + int64 fill, 2 copy + mask read, 3 add) into fresh
+    outputs, on torch.get_num_threads() native threads, `chunk` output bytes at a time."""
+    y = torch.empty_like(x)
+    y2 = torch.empty(x.shape, dtype=torch.int64) if kind == 1 else None
+    _floor_lib.scanops_floor(kind, torch.get_num_threads(), chunk, x.numel(), x.element_size(), y.data_ptr(),
+                             x.data_ptr(), y2.data_ptr() if y2 is not None else None,
+                             in2.data_ptr() if in2 is not None else None)
+    return y, y2
+
+
 def floor_fns(name, t, x, nbytes):
     """The floor candidates of op `name` on its main input x (nbytes: the op's minimal bytes),
     as (fn, scale) pairs: fn's time times scale is a candidate; the floor is the fastest. A
@@ -247,19 +288,31 @@ def floor_fns(name, t, x, nbytes):
     copies of x scaled to its bytes (an approximation that may overstate its share by up to
     9/8; on the 2-core VM it was the faster one); eager's x * m or where() are compute bound,
     2-3x slower than the copy, so no floor. Every other op: a copy of x."""
+    nat = _floor_lib is not None and x.is_contiguous()
+    chunks = NATIVE_CHUNKS if nat else ()
     if name == "linear_recurrence":
         a = t["a"]
         fl = [lambda: torch.add(a, x), lambda: torch.add(a, x, out=populated_empty(x))]
-        if np is not None:
+        if nat and x.dtype == torch.float32 and a.is_contiguous():
+            fl += [lambda c=c: native_floor(3, x, c, a) for c in chunks]
+        elif np is not None:
             fl.append(lambda: chunked_add(a, x))
         return [(f, 1.0) for f in fl]
     if name == "cummax":
-        return [(lambda: chunked_copy_and_fill(x), 1.0)]
+        fl = [lambda c=c: native_floor(1, x, c) for c in chunks] or [lambda: chunked_copy_and_fill(x)]
+        return [(f, 1.0) for f in fl]
     scale = nbytes / (2 * x.numel() * x.element_size())
-    fl = [(lambda: x.clone(), scale), (lambda: populated_copy(x), scale), (lambda: chunked_copy(x), scale)]
-    if name == "masked_cumsum" and np is not None:
+    fl = [(lambda: x.clone(), scale), (lambda: populated_copy(x), scale)]
+    if nat:
+        fl += [(lambda c=c: native_floor(0, x, c), scale) for c in chunks]
+    else:
+        fl.append((lambda: chunked_copy(x), scale))
+    if name == "masked_cumsum":
         m = t["m"]
-        fl.append((lambda: chunked_copy_and_read(x, m), 1.0))
+        if nat:
+            fl += [(lambda c=c: native_floor(2, x, c, m), 1.0) for c in chunks]
+        elif np is not None:
+            fl.append((lambda: chunked_copy_and_read(x, m), 1.0))
     return fl
 
 

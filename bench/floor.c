@@ -1,0 +1,103 @@
+/* The CPU benchmark's native floor (bench_cpu.py compiles it with the system C compiler and
+ * calls it through ctypes, which releases the GIL): the minimal traffic of a scan moved into
+ * fresh outputs by `nt` native threads, each over one contiguous span of the elements, walked a
+ * chunk at a time, the chunk's output pages populated (MADV_POPULATE_WRITE) just before the
+ * chunk's stores: the schedule scanops' CPU back end uses for large outputs, without the scan.
+ * Python threads driving ctypes calls measured slower and noisier than the op at 16 threads
+ * (a floor the op "beat" by up to 36%), hence native threads.
+ *
+ * kinds (n elements; out / in / out2 / in2 as named):
+ *   0 copy:       out[i] = in[i], esize bytes an element (memcpy)
+ *   1 copy+fill:  out[i] = in[i] (esize bytes), out2[i] = 0 (int64): cummax's values and indices
+ *   2 copy+read:  out[i] = in[i] (esize bytes), in2[i] read (1 byte, summed): masked_cumsum
+ *   3 add:        out[i] = in[i] + in2[i] (float32): linear_recurrence's two reads, one write
+ * chunk_bytes counts the output bytes of a chunk (out2's included).
+ */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+
+struct job {
+  int kind;
+  size_t a, b, ce, esize;
+  char* out;
+  const char* in;
+  char* out2;
+  const char* in2;
+  uint64_t sink;
+};
+
+static void populate(void* p, size_t n) {
+  const uintptr_t s = (uintptr_t)p & ~(uintptr_t)4095;
+  madvise((void*)s, (uintptr_t)p + n - s, MADV_POPULATE_WRITE);
+}
+
+static void* run(void* arg) {
+  struct job* j = (struct job*)arg;
+  for (size_t e0 = j->a; e0 < j->b; e0 += j->ce) {
+    const size_t e1 = e0 + j->ce < j->b ? e0 + j->ce : j->b, m = e1 - e0;
+    populate(j->out + e0 * j->esize, m * j->esize);
+    if (j->kind == 1) populate(j->out2 + e0 * 8, m * 8);
+    switch (j->kind) {
+      case 0:
+      case 1:
+      case 2:
+        memcpy(j->out + e0 * j->esize, j->in + e0 * j->esize, m * j->esize);
+        if (j->kind == 1) memset(j->out2 + e0 * 8, 0, m * 8);
+        if (j->kind == 2) {
+          const unsigned char* q = (const unsigned char*)j->in2 + e0;
+          uint64_t s = 0;
+          for (size_t i = 0; i < m; ++i) s += q[i];
+          j->sink += s;
+        }
+        break;
+      case 3: {
+        float* o = (float*)j->out + e0;
+        const float* x = (const float*)j->in + e0;
+        const float* y = (const float*)j->in2 + e0;
+        for (size_t i = 0; i < m; ++i) o[i] = x[i] + y[i];
+        break;
+      }
+    }
+  }
+  return NULL;
+}
+
+/* Returns the sum of the mask bytes read (kind 2), so the reads cannot be dropped. */
+uint64_t scanops_floor(int kind, int nt, size_t chunk_bytes, size_t n, size_t esize, void* out,
+                       const void* in, void* out2, const void* in2) {
+  if (nt < 1) nt = 1;
+  if (nt > 256) nt = 256;
+  const size_t per_elem = esize + (kind == 1 ? 8 : 0);
+  size_t ce = chunk_bytes / per_elem;
+  if (ce == 0) ce = 1;
+  const size_t per = ((n + (size_t)nt - 1) / (size_t)nt + ce - 1) / ce * ce;
+  struct job jobs[256];
+  pthread_t th[256];
+  int created[256] = {0};
+  for (int t = 0; t < nt; ++t) {
+    const size_t a = (size_t)t * per;
+    jobs[t] = (struct job){kind, a < n ? a : n, a + per < n ? a + per : n, ce, esize,
+                           (char*)out, (const char*)in, (char*)out2, (const char*)in2, 0};
+  }
+  /* thread 0's span runs on the calling thread */
+  for (int t = 1; t < nt; ++t) created[t] = pthread_create(&th[t], NULL, run, &jobs[t]) == 0;
+  run(&jobs[0]);
+  uint64_t sink = jobs[0].sink;
+  for (int t = 1; t < nt; ++t) {
+    if (created[t]) {
+      pthread_join(th[t], NULL);
+    } else {
+      run(&jobs[t]); /* no thread: its span on this one */
+    }
+    sink += jobs[t].sink;
+  }
+  return sink;
+}
