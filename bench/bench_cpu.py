@@ -4,8 +4,8 @@ share = floor time / op time. The floor moves the op's minimal bytes (every inpu
 the outputs written once) into fresh outputs the fastest way measured (floor_fns), the fastest
 of: clone() (pages faulted one by one); a copy into a buffer populated first (madvise
 MADV_POPULATE_WRITE); and bench/floor.c, compiled here and run on as many native threads as the
-op, each over one contiguous span, chunk by chunk (256 KiB and 1 MiB of output, both tried),
-each chunk's pages populated just before memcpy writes it. The last is scanops' own schedule
+op, each over one contiguous span, chunk by chunk (256 KiB and 1 MiB of output), each chunk's
+pages populated just before memcpy, or a plain vector loop, writes it (all four tried). The last is scanops' own schedule
 for large outputs without the scan: before it was a candidate scanops measured up to 112% of
 the other two on the 2-core VM, and with Python threads driving it up to 136% at 16 threads.
 Other ops' traffic: linear_recurrence a + x (two reads, one write: a copy of the same total
@@ -248,7 +248,8 @@ def _native_floor():
         so = os.path.join(tempfile.gettempdir(), f"scanops-bench-floor-{tag}.so")
         if not os.path.exists(so):
             cc = os.environ.get("CC", "cc")
-            subprocess.run([cc, "-O3", "-march=native", "-shared", "-fPIC", "-pthread", "-o", so + ".tmp", src],
+            subprocess.run([cc, "-O3", "-march=native", "-fno-tree-loop-distribute-patterns", "-shared", "-fPIC",
+                            "-pthread", "-o", so + ".tmp", src],
                            check=True, capture_output=True)
             os.replace(so + ".tmp", so)
         lib = ctypes.CDLL(so)
@@ -262,14 +263,19 @@ def _native_floor():
 
 
 _floor_lib = _native_floor()
-NATIVE_CHUNKS = (256 << 10, 1 << 20)  # output bytes a chunk: both are candidates
+# (output bytes a chunk, + 8: plain loops instead of memcpy / memset): every pair a candidate
+NATIVE_VARIANTS = [(c, v) for c in (256 << 10, 1 << 20) for v in (0, 8)]
 
 
-def native_floor(kind, x, chunk, in2=None):
+def native_floor(kind, x, variant, in2=None):
     """bench/floor.c's kind (0 copy, 1 copy + int64 fill, 2 copy + mask read, 3 add) into fresh
-    outputs, on torch.get_num_threads() native threads, `chunk` output bytes at a time."""
+    outputs, on torch.get_num_threads() native threads; variant: (output bytes a chunk, 0 or
+    8: memcpy / memset or plain loops)."""
+    chunk, loop = variant
     y = torch.empty_like(x)
     y2 = torch.empty(x.shape, dtype=torch.int64) if kind == 1 else None
+    if kind != 3:
+        kind |= loop
     _floor_lib.scanops_floor(kind, torch.get_num_threads(), chunk, x.numel(), x.element_size(), y.data_ptr(),
                              x.data_ptr(), y2.data_ptr() if y2 is not None else None,
                              in2.data_ptr() if in2 is not None else None)
@@ -289,12 +295,13 @@ def floor_fns(name, t, x, nbytes):
     9/8; on the 2-core VM it was the faster one); eager's x * m or where() are compute bound,
     2-3x slower than the copy, so no floor. Every other op: a copy of x."""
     nat = _floor_lib is not None and x.is_contiguous()
-    chunks = NATIVE_CHUNKS if nat else ()
+    chunks = NATIVE_VARIANTS if nat else ()
+    adds = [v for v in chunks if v[1] == 0]  # a + x is a loop either way
     if name == "linear_recurrence":
         a = t["a"]
         fl = [lambda: torch.add(a, x), lambda: torch.add(a, x, out=populated_empty(x))]
         if nat and x.dtype == torch.float32 and a.is_contiguous():
-            fl += [lambda c=c: native_floor(3, x, c, a) for c in chunks]
+            fl += [lambda c=c: native_floor(3, x, c, a) for c in adds]
         elif np is not None:
             fl.append(lambda: chunked_add(a, x))
         return [(f, 1.0) for f in fl]

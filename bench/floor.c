@@ -11,6 +11,7 @@
  *   1 copy+fill:  out[i] = in[i] (esize bytes), out2[i] = 0 (int64): cummax's values and indices
  *   2 copy+read:  out[i] = in[i] (esize bytes), in2[i] read (1 byte, summed): masked_cumsum
  *   3 add:        out[i] = in[i] + in2[i] (float32): linear_recurrence's two reads, one write
+ * kind + 8: the copies and the fill as plain loops instead of memcpy / memset (copy_loop).
  * chunk_bytes counts the output bytes of a chunk (out2's included).
  */
 #define _GNU_SOURCE
@@ -39,19 +40,42 @@ static void populate(void* p, size_t n) {
   madvise((void*)s, (uintptr_t)p + n - s, MADV_POPULATE_WRITE);
 }
 
+/* A plain vector loop (compiled with -fno-tree-loop-distribute-patterns, so it stays a loop:
+ * regular stores, as the scan kernels make): libc's memcpy / memset may take `rep movsb` or
+ * non-temporal stores, which were slower than the op's own stores on the 16-core Xeon. */
+static void copy_loop(char* o, const char* x, size_t bytes) {
+  size_t w = bytes / 8;
+  uint64_t* o8 = (uint64_t*)o;
+  const uint64_t* x8 = (const uint64_t*)x;
+  for (size_t i = 0; i < w; ++i) o8[i] = x8[i];
+  for (size_t i = w * 8; i < bytes; ++i) o[i] = x[i];
+}
+static void zero_loop(char* o, size_t bytes) {
+  size_t w = bytes / 8;
+  uint64_t* o8 = (uint64_t*)o;
+  for (size_t i = 0; i < w; ++i) o8[i] = 0;
+  for (size_t i = w * 8; i < bytes; ++i) o[i] = 0;
+}
+
 static void* run(void* arg) {
   struct job* j = (struct job*)arg;
+  const int kind = j->kind & 7, loop = j->kind & 8;
   for (size_t e0 = j->a; e0 < j->b; e0 += j->ce) {
     const size_t e1 = e0 + j->ce < j->b ? e0 + j->ce : j->b, m = e1 - e0;
     populate(j->out + e0 * j->esize, m * j->esize);
-    if (j->kind == 1) populate(j->out2 + e0 * 8, m * 8);
-    switch (j->kind) {
+    if (kind == 1) populate(j->out2 + e0 * 8, m * 8);
+    switch (kind) {
       case 0:
       case 1:
       case 2:
-        memcpy(j->out + e0 * j->esize, j->in + e0 * j->esize, m * j->esize);
-        if (j->kind == 1) memset(j->out2 + e0 * 8, 0, m * 8);
-        if (j->kind == 2) {
+        if (loop) {
+          copy_loop(j->out + e0 * j->esize, j->in + e0 * j->esize, m * j->esize);
+          if (kind == 1) zero_loop(j->out2 + e0 * 8, m * 8);
+        } else {
+          memcpy(j->out + e0 * j->esize, j->in + e0 * j->esize, m * j->esize);
+          if (kind == 1) memset(j->out2 + e0 * 8, 0, m * 8);
+        }
+        if (kind == 2) {
           const unsigned char* q = (const unsigned char*)j->in2 + e0;
           uint64_t s = 0;
           for (size_t i = 0; i < m; ++i) s += q[i];
@@ -70,34 +94,65 @@ static void* run(void* arg) {
   return NULL;
 }
 
-/* Returns the sum of the mask bytes read (kind 2), so the reads cannot be dropped. */
+/* A pool of worker threads kept between calls (created on first use, as torch's OpenMP
+ * threads are): thread creation per call would start the last of 16 threads late by a
+ * sizeable part of a 12 ms floor. Workers sleep on a condition variable between calls. */
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t go = PTHREAD_COND_INITIALIZER, done = PTHREAD_COND_INITIALIZER;
+static struct job jobs[256];
+static int pool_size = 1, active = 0, pending = 0;
+static unsigned long generation = 0;
+
+static void* worker(void* arg) {
+  const int t = (int)(intptr_t)arg;
+  unsigned long seen = 0;
+  for (;;) {
+    pthread_mutex_lock(&mu);
+    while (generation == seen) pthread_cond_wait(&go, &mu);
+    seen = generation;
+    const int mine = t < active;
+    pthread_mutex_unlock(&mu);
+    if (mine) run(&jobs[t]);
+    pthread_mutex_lock(&mu);
+    if (mine && --pending == 0) pthread_cond_signal(&done);
+    pthread_mutex_unlock(&mu);
+  }
+  return NULL;
+}
+
+/* Returns the sum of the mask bytes read (kind 2), so the reads cannot be dropped. Not
+ * reentrant (the benchmark calls it from one thread). */
 uint64_t scanops_floor(int kind, int nt, size_t chunk_bytes, size_t n, size_t esize, void* out,
                        const void* in, void* out2, const void* in2) {
   if (nt < 1) nt = 1;
   if (nt > 256) nt = 256;
-  const size_t per_elem = esize + (kind == 1 ? 8 : 0);
+  while (pool_size < nt) {  /* threads 1 .. nt - 1; thread 0's span runs on the caller */
+    pthread_t th;
+    if (pthread_create(&th, NULL, worker, (void*)(intptr_t)pool_size) != 0) break;
+    pthread_detach(th);
+    ++pool_size;
+  }
+  if (nt > pool_size) nt = pool_size;
+  const size_t per_elem = esize + ((kind & 7) == 1 ? 8 : 0);
   size_t ce = chunk_bytes / per_elem;
   if (ce == 0) ce = 1;
   const size_t per = ((n + (size_t)nt - 1) / (size_t)nt + ce - 1) / ce * ce;
-  struct job jobs[256];
-  pthread_t th[256];
-  int created[256] = {0};
   for (int t = 0; t < nt; ++t) {
     const size_t a = (size_t)t * per;
     jobs[t] = (struct job){kind, a < n ? a : n, a + per < n ? a + per : n, ce, esize,
                            (char*)out, (const char*)in, (char*)out2, (const char*)in2, 0};
   }
-  /* thread 0's span runs on the calling thread */
-  for (int t = 1; t < nt; ++t) created[t] = pthread_create(&th[t], NULL, run, &jobs[t]) == 0;
+  pthread_mutex_lock(&mu);
+  active = nt;
+  pending = nt - 1;
+  ++generation;
+  pthread_cond_broadcast(&go);
+  pthread_mutex_unlock(&mu);
   run(&jobs[0]);
-  uint64_t sink = jobs[0].sink;
-  for (int t = 1; t < nt; ++t) {
-    if (created[t]) {
-      pthread_join(th[t], NULL);
-    } else {
-      run(&jobs[t]); /* no thread: its span on this one */
-    }
-    sink += jobs[t].sink;
-  }
+  pthread_mutex_lock(&mu);
+  while (pending > 0) pthread_cond_wait(&done, &mu);
+  pthread_mutex_unlock(&mu);
+  uint64_t sink = 0;
+  for (int t = 0; t < nt; ++t) sink += jobs[t].sink;
   return sink;
 }
