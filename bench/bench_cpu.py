@@ -16,7 +16,8 @@ overstate its share by up to 9/8). Without a C compiler the chunked floors run o
 threads (numpy for a + x and the mask). The floor is measured interleaved with the op and
 eager runs (round-robin, `--reps` rounds (default 3) after a warm-up, best of each), so machine
 noise hits all alike; the floor's spread ((max - min) / min over the rounds of the fastest
-candidate) is reported with it.
+candidate) is reported with it. "clone share" is torch's own way's time (clone(); a + x;
+clone() and an int64 fill for cummax) over the op's: issue 12's reference.
 
 Ops: cumsum (inclusive, exclusive, reverse), masked_cumsum, cumprod, linear_recurrence on every
 shape class; logcumsumexp, cummax and "cumsum complex64" (a complex64 input: the floor is taken
@@ -293,7 +294,10 @@ def floor_fns(name, t, x, nbytes):
     tensor written (chunked). masked_cumsum: a chunked copy of x plus its mask read, and the
     copies of x scaled to its bytes (an approximation that may overstate its share by up to
     9/8; on the 2-core VM it was the faster one); eager's x * m or where() are compute bound,
-    2-3x slower than the copy, so no floor. Every other op: a copy of x."""
+    2-3x slower than the copy, so no floor. Every other op: a copy of x.
+    The first candidate is torch's own way (the issue's reference, reported as "clone share"):
+    clone() (scaled where the op has more bytes), a + x for linear_recurrence, clone() plus
+    an int64 tensor filled for cummax."""
     nat = _floor_lib is not None and x.is_contiguous()
     chunks = NATIVE_VARIANTS if nat else ()
     adds = [v for v in chunks if v[1] == 0]  # a + x is a loop either way
@@ -306,7 +310,8 @@ def floor_fns(name, t, x, nbytes):
             fl.append(lambda: chunked_add(a, x))
         return [(f, 1.0) for f in fl]
     if name == "cummax":
-        fl = [lambda c=c: native_floor(1, x, c) for c in chunks] or [lambda: chunked_copy_and_fill(x)]
+        fl = [lambda: (x.clone(), torch.empty(x.shape, dtype=torch.int64).fill_(0))]
+        fl += [lambda c=c: native_floor(1, x, c) for c in chunks] or [lambda: chunked_copy_and_fill(x)]
         return [(f, 1.0) for f in fl]
     scale = nbytes / (2 * x.numel() * x.element_size())
     fl = [(lambda: x.clone(), scale), (lambda: populated_copy(x), scale)]
@@ -339,7 +344,8 @@ def measure(floors, sc, eager, reps, slow_ms=300.0):
                 samples[i].append(timed(f))
     floor = min(([v * sc_ for v in samples[i]] for i, (_, sc_) in enumerate(floors)), key=min)
     spread = (max(floor) - min(floor)) / min(floor)
-    return min(floor), spread, min(samples[nf]), (min(samples[nf + 1]) if eager else None)
+    ref = min(samples[0]) * floors[0][1]
+    return min(floor), spread, min(samples[nf]), (min(samples[nf + 1]) if eager else None), ref
 
 
 def device_name():
@@ -382,8 +388,9 @@ def main():
     gen = torch.Generator().manual_seed(0)
     rows = []
     print(f"device: {device_name()}, torch {torch.__version__}, threads {threads_list}", flush=True)
-    hdr = "| workload | threads | floor ms (spread) | scanops ms | eager ms | scanops share | eager share |"
-    print(hdr + "\n|---|---|---|---|---|---|---|", flush=True)
+    hdr = ("| workload | threads | floor ms (spread) | scanops ms | eager ms | scanops share | eager share "
+           "| clone ms | clone share |")
+    print(hdr + "\n|---|---|---|---|---|---|---|---|---|", flush=True)
     for k, (sname, shape, dim) in enumerate(shape_list):
         t = {"x": torch.rand(shape, generator=gen)}
         for name, sc, eager in case_list:
@@ -402,7 +409,7 @@ def main():
             for th in threads_list:
                 torch.set_num_threads(th)
                 floors = floor_fns(name, t, x, nbytes)
-                floor_ms, spread, sc_ms, eg_ms = measure(
+                floor_ms, spread, sc_ms, eg_ms, ref_ms = measure(
                     floors, lambda: sc(t, dim), (lambda: eager(t, dim)) if eager else None,
                     args.reps)
                 row = {
@@ -412,12 +419,14 @@ def main():
                     "eager_ms": round(eg_ms, 3) if eg_ms is not None else None,
                     "scanops_share": round(floor_ms / sc_ms, 3),
                     "eager_share": round(floor_ms / eg_ms, 3) if eg_ms is not None else None,
+                    "clone_ms": round(ref_ms, 3), "clone_share": round(ref_ms / sc_ms, 3),
                 }
                 rows.append(row)
                 eg = f"{eg_ms:.1f}" if eg_ms is not None else "-"
                 egs = f"{100 * row['eager_share']:.0f}%" if eg_ms is not None else "-"
                 print(f"| {row['workload']} | {th} | {floor_ms:.1f} ({100 * spread:.0f}%) | {sc_ms:.1f} | "
-                      f"{eg} | {100 * row['scanops_share']:.0f}% | {egs} |", flush=True)
+                      f"{eg} | {100 * row['scanops_share']:.0f}% | {egs} | {ref_ms:.1f} | "
+                      f"{100 * row['clone_share']:.0f}% |", flush=True)
             if name == "cumprod":
                 t["x"] = torch.rand(shape, generator=gen)
         del t
@@ -432,13 +441,14 @@ def main():
             f.write(f"device: {out['device']}, torch {out['torch']}, float32 (cumsum complex64: "
                     f"complex64), {args.elems} elements per tensor, best of {args.reps} "
                     "interleaved rounds\n\n")
-            f.write(hdr + "\n|---|---|---|---|---|---|---|\n")
+            f.write(hdr + "\n|---|---|---|---|---|---|---|---|---|\n")
             for r in rows:
                 eg = f"{r['eager_ms']:.1f}" if r["eager_ms"] is not None else "-"
                 egs = f"{100 * r['eager_share']:.0f}%" if r["eager_share"] is not None else "-"
                 f.write(f"| {r['workload']} | {r['threads']} | {r['floor_ms']:.1f} "
                         f"({100 * r['floor_spread']:.0f}%) | {r['scanops_ms']:.1f} | {eg} | "
-                        f"{100 * r['scanops_share']:.0f}% | {egs} |\n")
+                        f"{100 * r['scanops_share']:.0f}% | {egs} | {r['clone_ms']:.1f} | "
+                        f"{100 * r['clone_share']:.0f}% |\n")
 
 
 if __name__ == "__main__":
