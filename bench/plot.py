@@ -37,6 +37,7 @@ SERIES = {
     "scanops": ("scanops", "#1f77b4"),
     "eager": ("torch eager", "#ff7f0e"),
     "compile": ("torch.compile", "#2ca02c"),
+    "clone": ("scanops, of clone()", "#9ecae1"),
 }
 GROUP_KEYS = ("threads",)  # one subplot per distinct value
 
