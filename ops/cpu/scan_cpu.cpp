@@ -82,6 +82,7 @@ struct Ctx {
   bool exclusive, reverse, stream;
   int64_t out_size;  // bytes of an output element
   bool prefault;     // populate output pages ahead of the stores (prefault_range)
+  bool col_prefetch = false;  // column walks prefetch their input rows ahead (one thread only)
 };
 
 // A carry (a fold of block totals) that is NaN is made the canonical quiet NaN. Which NaN an
@@ -244,7 +245,8 @@ struct Kernel {
         with_bool(C != nullptr, [&](auto Cy) {
           with_bool(nt, [&](auto NT) {
             if constexpr (kCanMask || !M())
-              col_walk_impl<Op, T, M(), E(), true, Cy(), NT()>(p, c.n, c.inner, c.reverse, o, i0, w, s0, s1, L, C);
+              col_walk_impl<Op, T, M(), E(), true, Cy(), NT()>(p, c.n, c.inner, c.reverse, o, i0, w, s0, s1, L, C,
+                                                               c.col_prefetch ? col_prefetch_rows(w) : 0);
           });
         });
       });
@@ -913,7 +915,14 @@ struct Scheduler {
     if (c.inner == 1) {
       rows(c, block_elems);
     } else {
-      cols(c, block_elems);
+      // The narrow column walks' input prefetch (col_walk_impl, col_prefetch_rows) at one
+      // thread only: on the 2-core VM it made (2^20, 64) dim 0 8-14% faster at 1 thread,
+      // and at 2 threads slower (an earlier version, every width: the exclusive walk 57-58 ->
+      // 61-68 ms; the extra requests where two cores share the memory bus). design.md, "CPU:
+      // input prefetch in the row walks", the last paragraph.
+      Ctx cp = c;
+      cp.col_prefetch = at::get_num_threads() == 1;
+      cols(cp, block_elems);
     }
   }
 
