@@ -59,7 +59,11 @@ def _share_keys(rows: list[dict]) -> list[str]:
 
 
 def _reference(rows: list[dict]) -> str:
-    """What 100% means: 'clone' when the rows time clone(), else 'copy'."""
+    """What 100% means: 'floor' for the CPU records that give a floor and the share of
+    clone() beside it (bench_cpu.py since the chunked floor), 'clone' when the rows time
+    clone() only, else 'copy'."""
+    if any("floor_ms" in row and "clone_share" in row for row in rows):
+        return "floor"
     if any(any(k.startswith("clone") for k in row) for row in rows):
         return "clone"
     return "copy"
@@ -145,8 +149,9 @@ def plot(path: Path, out: Path | None = None) -> Path:
         ax.set_axisbelow(True)
         if group_title:
             ax.set_title(group_title, fontsize=10, loc="left")
+        extra = "\nlight bars: clone() time / op time (issue 12's reference)" if reference == "floor" else ""
         ax.set_xlabel(f"share of {reference} speed (%)\n{reference} time of the same bytes / op "
-                      f"time; dashed: 100% = {reference} speed", fontsize=9)
+                      f"time; dashed: 100% = {reference} speed{extra}", fontsize=9)
     for ax in axes[:, 0]:
         ax.set_xlim(0, max(110.0, 100.0 * xmax * 1.12))
     title = _title(data, path, width=int(fig_w * 11))
