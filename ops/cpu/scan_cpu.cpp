@@ -781,10 +781,6 @@ struct ColFromCarry<K, std::void_t<decltype(K::kColFromCarry)>> : std::bool_cons
 // hit them (see prefault_range).
 constexpr int64_t kPrefaultBytes = 256 * 1024;
 
-// The chained scans from 3 threads populate their output a region of this many bytes at a
-// time, one thread a region (Scheduler::ahead): a page-table page's span.
-constexpr int64_t kAheadRegionBytes = 2 * 1024 * 1024;
-
 // Populates the output pages (values, and indices where there are) of elements [e0, e1).
 void prefault_range(const Ctx& c, int64_t e0, int64_t e1);
 
@@ -850,52 +846,6 @@ struct Scheduler {
       r.prefault = false;
     }
     return r;
-  }
-
-  // Chained scans from 3 threads whose blocks are contiguous in the output and in order
-  // (the blocks of rows; the row blocks of column items as wide as the whole inner dim):
-  // instead of prefault_all, each region of R blocks (kAheadRegionBytes of output) is
-  // populated by one thread, D blocks ahead of the block it took: the thread that finishes
-  // the first block of a region populates the region D blocks on, after it has passed its
-  // carry on. The first D blocks populate themselves. prefault_all sends every page to
-  // memory twice (zeroed, evicted, then written: the 16-core Xeon's 1-D and (N/64, 64) dim 0
-  // scans at 16 threads measured 57-68% of a copy populated chunk by chunk); blocks populated
-  // each by its own taker (2 threads' schedule) measured slower from 4 threads (16 threads,
-  // 1-D: 22 -> 45 ms), presumably because every thread populated 128 KiB pieces of the same
-  // 2 MiB region at once, contending for its page-table page; one thread a region does not,
-  // and the zeroed lines wait in its caches (or the shared L3) for the stores. D: two regions
-  // more than the blocks in flight (one a thread). Measured on the Xeon at 16 threads, A/B
-  // twice against prefault_all (a noisy hour: floors ~2x the record's), ms: 1-D cumprod
-  // 42, 58 -> 36, 33; linear_recurrence 76, 46 -> 32, 34; cumsum 30, 37 -> 33, 35 (level);
-  // (N/64, 64) dim 0 cumsum 33, 37 -> 31, 27; cumprod 31, 35 -> 29, 30; linear_recurrence
-  // 44, 31 -> 34, 29. At 4 threads (once): 1-D cumsum 53 -> 66, (N/64, 64) dim 0 71 -> 64,
-  // linear_recurrence level. SCANOPS_CPU_AHEAD=0: prefault_all, as before.
-  struct Ahead {
-    bool on = false;
-    int64_t R = 1, D = 0, G = 0;
-    // populate(h): populate block h's output.
-    template <class F>
-    void first(int64_t g, F&& populate) const {  // before block g's stores
-      if (on && g < D) populate(g);
-    }
-    template <class F>
-    void after(int64_t g, F&& populate) const {  // after block g (its carry passed on)
-      if (!on || g % R != 0) return;
-      for (int64_t h = g + D; h < std::min(G, g + D + R); ++h) populate(h);
-    }
-  };
-  static Ahead ahead(const Ctx& c, int64_t threads, int64_t G, int64_t block_out_bytes) {
-    static const bool enabled = [] {
-      const char* e = std::getenv("SCANOPS_CPU_AHEAD");
-      return !(e && std::atoi(e) == 0);
-    }();
-    Ahead a;
-    if (!enabled || !c.prefault || threads <= 2) return a;
-    a.on = true;
-    a.G = G;
-    a.R = std::max<int64_t>(1, kAheadRegionBytes / std::max<int64_t>(1, block_out_bytes));
-    a.D = a.R * (2 + (threads + a.R - 1) / a.R);
-    return a;
   }
 
   // Populates every output page, the output split into one contiguous range per thread; for
@@ -978,24 +928,16 @@ struct Scheduler {
       return;
     }
     // Chained scan over the blocks of all rows.
+    const Ctx ch = chained_ctx(c, threads);
     const int64_t G = c.outer * nb;
-    const Ahead ah = ahead(c, threads, G, B * c.out_size);
-    Ctx ch = c;
-    if (ah.on) {
-      ch.prefault = false;
-    } else {
-      ch = chained_ctx(c, threads);
-    }
-    auto populate = [&](int64_t h) {
-      const int64_t ho = h / nb, hs0 = (h % nb) * B;
-      prefault_row(c, ho, hs0, std::min(n, hs0 + B));
-    };
     std::vector<S> carry(static_cast<size_t>(G));
     std::vector<std::atomic<int>> ready(static_cast<size_t>(G));
     std::atomic<int64_t> next{0};
     at::parallel_for(0, threads, 1, [&](int64_t, int64_t) {
       [[maybe_unused]] const typename K::Guard guard{};
-      auto step = [&](int64_t g) {
+      for (;;) {
+        const int64_t g = next.fetch_add(1, std::memory_order_relaxed);
+        if (g >= G) break;
         const int64_t o = g / nb, blk = g % nb;
         const int64_t s0 = blk * B, s1 = std::min(n, s0 + B);
         if (FromCarry<K>::value && !totals) {
@@ -1006,17 +948,15 @@ struct Scheduler {
             ready[g + 1].store(1, std::memory_order_release);
           }
           prefault_row(ch, o, s0, s1);
-          ah.first(g, populate);
           K::row_block(c, o, s0, s1, C, blk > 0, true);
-          return;
+          continue;
         }
         if (blk == 0) {
           prefault_row(ch, o, s0, s1);
-          ah.first(g, populate);
           const S T_ = K::row_block(c, o, s0, s1, K::identity(), false, true);
           carry[g + 1] = T_;
           ready[g + 1].store(1, std::memory_order_release);
-          return;
+          continue;
         }
         S T_;
         if constexpr (RowTotals<K>::value) {  // (totals: RowTotals kernels are FromCarry ones)
@@ -1031,14 +971,7 @@ struct Scheduler {
           ready[g + 1].store(1, std::memory_order_release);
         }
         prefault_row(ch, o, s0, s1);
-        ah.first(g, populate);
         K::row_block(c, o, s0, s1, C, true, true);
-      };
-      for (;;) {
-        const int64_t g = next.fetch_add(1, std::memory_order_relaxed);
-        if (g >= G) break;
-        step(g);
-        ah.after(g, populate);
       }
       K::finish(c);
     });
@@ -1122,20 +1055,8 @@ struct Scheduler {
       return;
     }
     // Chained scan over (item, block of rows).
+    const Ctx ch = chained_ctx(c, threads);
     const int64_t G = items * nb;
-    // (items as wide as the inner dim: a block is a contiguous range of the output)
-    const Ahead ah = ncb == 1 ? ahead(c, threads, G, Bl * inner * c.out_size) : Ahead{};
-    Ctx ch = c;
-    if (ah.on) {
-      ch.prefault = false;
-    } else {
-      ch = chained_ctx(c, threads);
-    }
-    auto populate = [&](int64_t h) {
-      const int64_t ho = h / nb, hs0 = (h % nb) * Bl, hs1 = std::min(n, hs0 + Bl);
-      const int64_t lo = c.reverse ? n - hs1 : hs0, hi = c.reverse ? n - hs0 : hs1;
-      prefault_range(c, (ho * n + lo) * inner, (ho * n + hi) * inner);
-    };
     const int64_t slot = KC * W;
     std::vector<cst_t> carry(static_cast<size_t>(G * slot));
     std::vector<std::atomic<int>> ready(static_cast<size_t>(G));
@@ -1143,7 +1064,9 @@ struct Scheduler {
     at::parallel_for(0, threads, 1, [&](int64_t, int64_t) {
       [[maybe_unused]] const typename K::Guard guard{};
       std::vector<cst_t> L(static_cast<size_t>(slot));
-      auto step = [&](int64_t g) {
+      for (;;) {
+        const int64_t g = next.fetch_add(1, std::memory_order_relaxed);
+        if (g >= G) break;
         const int64_t it = g / nb, blk = g % nb;
         int64_t o, i0, w;
         item_cols(it, o, i0, w);
@@ -1158,17 +1081,15 @@ struct Scheduler {
             ready[g + 1].store(1, std::memory_order_release);
           }
           K::col_identity(L.data(), w);
-          ah.first(g, populate);
           col_walk_out(ch, o, i0, w, w, s0, s1, L.data(), C);
-          return;
+          continue;
         }
         K::col_identity(L.data(), w);
         if (blk == 0) {
-          ah.first(g, populate);
           col_walk_out(ch, o, i0, w, w, s0, s1, L.data(), nullptr);
           std::copy(L.begin(), L.begin() + KC * w, carry.begin() + (g + 1) * slot);
           ready[g + 1].store(1, std::memory_order_release);
-          return;
+          continue;
         }
         K::col_walk(c, o, i0, w, s0, s1, L.data(), nullptr, false);
         wait_ready(ready[g]);
@@ -1180,14 +1101,7 @@ struct Scheduler {
           ready[g + 1].store(1, std::memory_order_release);
         }
         K::col_identity(L.data(), w);
-        ah.first(g, populate);
         col_walk_out(ch, o, i0, w, w, s0, s1, L.data(), C);
-      };
-      for (;;) {
-        const int64_t g = next.fetch_add(1, std::memory_order_relaxed);
-        if (g >= G) break;
-        step(g);
-        ah.after(g, populate);
       }
       K::finish(c);
     });

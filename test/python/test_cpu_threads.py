@@ -308,9 +308,8 @@ STORES_SCRIPT = textwrap.dedent("""
     # Every scheduling path that writes outputs: many short rows, rows of 4, few long rows
     # (chained), many long rows, 1-D, blocked columns (w == inner), middle dims, outer dims whose
     # items a thread walks side by side (at 2 threads 4 x 2048 float32 columns = 32 KiB a row:
-    # the per-row populate calls), ragged tails; chained scans of more blocks than the first
-    # populate-ahead distance (from 3 threads a region of 2 MiB is populated 3 regions ahead,
-    # by one thread: 48 blocks of 128 KiB), 1-D and blocked columns.
+    # the per-row populate calls), ragged tails; chained scans of 64 blocks or more (1-D and
+    # blocked columns).
     shapes = [((64, 1000), 1), ((1000, 4), 1), ((3, 70_001), 1), ((13, 70_001), 1), ((100_003,), 0),
               ((70_001, 5), 0), ((2, 40_001, 3), 1), ((300, 50, 37), 1), ((257, 1031), 0),
               ((100, 16384), 0), ((3, 50, 2000), 1), ((2_100_007,), 0), ((430_001, 5), 0)]
@@ -352,12 +351,11 @@ STORES_SCRIPT = textwrap.dedent("""
 
 def test_store_modes_same_bits(tmp_path):
     """Output pages populated ahead of the stores (SCANOPS_CPU_POPULATE=1: at every size, the
-    walks then go a range of rows at a time; from 3 threads the chained scans populate regions
-    ahead, or with SCANOPS_CPU_AHEAD=0 the whole output first) and streaming stores
+    walks then go a range of rows at a time; from 3 threads the chained scans populate the
+    whole output first) and streaming stores
     (SCANOPS_CPU_STREAM=1 / -1) give the bits of plain stores, for every thread count: each mode
     in a fresh process."""
     modes = [{"SCANOPS_CPU_POPULATE": "0", "SCANOPS_CPU_STREAM": "0"}, {"SCANOPS_CPU_POPULATE": "1"},
-             {"SCANOPS_CPU_POPULATE": "1", "SCANOPS_CPU_AHEAD": "0"},
              {"SCANOPS_CPU_POPULATE": "1", "SCANOPS_CPU_STREAM": "1"}, {"SCANOPS_CPU_STREAM": "1"}]
     results = []
     for i, mode in enumerate(modes):
