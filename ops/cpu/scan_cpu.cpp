@@ -83,6 +83,10 @@ struct Ctx {
   int64_t out_size;  // bytes of an output element
   bool prefault;     // populate output pages ahead of the stores (prefault_range)
   bool col_prefetch = false;  // column walks prefetch their input rows ahead (one thread only)
+  // Row walks with outputs prefetch their inputs this many elements from the element they
+  // read (0: kPrefetchBytes ahead in scan order). The chained scans' rescans, whose block is
+  // in cache already, point it at the block the worker takes next (see Scheduler::rows).
+  int64_t pf_next = 0;
 };
 
 // A carry (a fold of block totals) that is NaN is made the canonical quiet NaN. Which NaN an
@@ -124,6 +128,27 @@ inline int stream_mode() {
     return e ? std::atoi(e) : 0;
   }();
   return mode;
+}
+
+// SCANOPS_CPU_RUN_BYTES: output bytes a worker of the chained scans claims at a time from 3
+// threads (Scheduler::run_blocks); unset: kRunBytes; 0: one block at a time.
+constexpr int64_t kRunBytes = 1 << 20;
+inline int64_t chained_run_bytes() {
+  static const int64_t v = [] {
+    const char* e = std::getenv("SCANOPS_CPU_RUN_BYTES");
+    return e ? std::max<int64_t>(0, std::atoll(e)) : kRunBytes;
+  }();
+  return v;
+}
+
+// SCANOPS_CPU_PF_NEXT=0: the chained scans' rescans prefetch 2 KiB ahead as every walk does,
+// not the run the worker takes next (Scheduler::rows).
+inline bool prefetch_next_run() {
+  static const bool v = [] {
+    const char* e = std::getenv("SCANOPS_CPU_PF_NEXT");
+    return !(e && std::string(e) == "0");
+  }();
+  return v;
 }
 
 inline void spin_pause() {
@@ -181,7 +206,7 @@ struct Kernel {
           with_bool(carry, [&](auto Cy) {
             with_bool(row_stream_ok(c, o), [&](auto NT) {
               if constexpr (kCanMask || !M())
-                r = row_block_impl<Op, T, R(), M(), E(), true, Cy(), NT()>(p, o * c.n, c.n, s0, s1, C);
+                r = row_block_impl<Op, T, R(), M(), E(), true, Cy(), NT()>(p, o * c.n, c.n, s0, s1, C, c.pf_next);
             });
           });
         });
@@ -213,6 +238,11 @@ struct Kernel {
     });
   }
 
+  // The column walk's prefetch, elements from each row it reads (col_walk_impl's pf_off).
+  static int64_t col_prefetch_offset(const Ctx& c, int64_t w) {
+    if (c.pf_next != 0) return c.pf_next;
+    return c.col_prefetch ? col_prefetch_rows(w) * (c.reverse ? -c.inner : c.inner) : 0;
+  }
   static void col_identity(double* st, int64_t w) {
     for (int k = 0; k < Op::K; ++k) {
       const double v = k == 0 ? (Op::K == 2 ? 1.0 : Op::svalue(Op::sid())) : 0.0;
@@ -246,7 +276,7 @@ struct Kernel {
           with_bool(nt, [&](auto NT) {
             if constexpr (kCanMask || !M())
               col_walk_impl<Op, T, M(), E(), true, Cy(), NT()>(p, c.n, c.inner, c.reverse, o, i0, w, s0, s1, L, C,
-                                                               c.col_prefetch ? col_prefetch_rows(w) : 0);
+                                                               col_prefetch_offset(c, w));
           });
         });
       });
@@ -848,6 +878,19 @@ struct Scheduler {
     return r;
   }
 
+  // Blocks a worker of the chained scans claims at a time (a run; the carries are folded block
+  // by block whatever the run, so this is scheduling only). Up to 2 threads: 1, each block's
+  // output populated just before its stores. From 3 threads: runs of about kRunBytes of output
+  // (SCANOPS_CPU_RUN_BYTES; 0: single blocks, the whole output populated first), each worker
+  // populating its own run block by block: a worker's output is then a contiguous range of that
+  // size, not blocks interleaved with every other worker's, whose population from many threads
+  // at once was slower than populating all first (see chained_ctx).
+  static int64_t run_blocks(const Ctx& c, int64_t threads, int64_t block_out_elems) {
+    if (threads <= 2 || !c.prefault) return 1;
+    const int64_t run_bytes = chained_run_bytes();
+    return std::clamp<int64_t>(run_bytes / std::max<int64_t>(1, block_out_elems * c.out_size), 1, 64);
+  }
+
   // Populates every output page, the output split into one contiguous range per thread; for
   // the schedules whose workers' stores are not contiguous chunks of kPrefaultBytes (the
   // chained scans from 3 threads, column items whose rows are short slices of the output
@@ -927,51 +970,81 @@ struct Scheduler {
       });
       return;
     }
-    // Chained scan over the blocks of all rows.
-    const Ctx ch = chained_ctx(c, threads);
-    const int64_t G = c.outer * nb;
+    // Chained scan over the blocks of all rows, claimed a run of M consecutive blocks of one
+    // row at a time (run_blocks; M = 1 from carry-in kernels): the run's totals, the carry-in
+    // from the previous run, the run's carry-out published, then the run rescanned block by
+    // block from cache. The carries are folded block by block in scan order whatever M is, so
+    // the bits are those of the one-thread walk.
+    const int64_t M = FromCarry<K>::value && !totals ? 1 : run_blocks(c, threads, B);
+    const Ctx ch = M > 1 ? c : chained_ctx(c, threads);
+    const int64_t nr = (nb + M - 1) / M;
+    const int64_t G = c.outer * nr;
     std::vector<S> carry(static_cast<size_t>(G));
     std::vector<std::atomic<int>> ready(static_cast<size_t>(G));
     std::atomic<int64_t> next{0};
     at::parallel_for(0, threads, 1, [&](int64_t, int64_t) {
       [[maybe_unused]] const typename K::Guard guard{};
-      for (;;) {
-        const int64_t g = next.fetch_add(1, std::memory_order_relaxed);
-        if (g >= G) break;
-        const int64_t o = g / nb, blk = g % nb;
-        const int64_t s0 = blk * B, s1 = std::min(n, s0 + B);
-        if (FromCarry<K>::value && !totals) {
-          if (blk > 0) wait_ready(ready[g]);
-          const S C = blk > 0 ? carry[g] : K::identity();
-          if (blk + 1 < nb) {
-            carry[g + 1] = K::row_block(c, o, s0, s1, C, blk > 0, false);
+      std::vector<S> T(static_cast<size_t>(M)), Cb(static_cast<size_t>(M));
+      int64_t g = next.fetch_add(1, std::memory_order_relaxed);
+      while (g < G) {
+        const int64_t o = g / nr, b0 = (g % nr) * M, b1 = std::min(nb, b0 + M);
+        if (FromCarry<K>::value && !totals) {  // M == 1: the block is b0
+          const int64_t s0 = b0 * B, s1 = std::min(n, s0 + B);
+          if (b0 > 0) wait_ready(ready[g]);
+          const S C = b0 > 0 ? carry[g] : K::identity();
+          if (b0 + 1 < nb) {
+            carry[g + 1] = K::row_block(c, o, s0, s1, C, b0 > 0, false);
             ready[g + 1].store(1, std::memory_order_release);
           }
           prefault_row(ch, o, s0, s1);
-          K::row_block(c, o, s0, s1, C, blk > 0, true);
+          K::row_block(c, o, s0, s1, C, b0 > 0, true);
+          g = next.fetch_add(1, std::memory_order_relaxed);
           continue;
         }
-        if (blk == 0) {
+        S C{};
+        int64_t first = b0;
+        if (b0 == 0) {  // no carry-in: written at once, its walk's total is the next carry
+          const int64_t s1 = std::min(n, B);
+          prefault_row(ch, o, 0, s1);
+          C = K::row_block(c, o, 0, s1, K::identity(), false, true);
+          first = 1;
+        }
+        for (int64_t b = first; b < b1; ++b) {
+          const int64_t s0 = b * B, s1 = std::min(n, s0 + B);
+          if constexpr (RowTotals<K>::value) {  // (totals: RowTotals kernels are FromCarry ones)
+            T[b - b0] = K::block_total(c, o, s0, s1);
+          } else {
+            T[b - b0] = K::row_block(c, o, s0, s1, K::identity(), false, false);
+          }
+        }
+        if (b0 > 0) {
+          wait_ready(ready[g]);
+          C = carry[g];
+        }
+        for (int64_t b = first; b < b1; ++b) {
+          Cb[b - b0] = C;
+          C = K::fold(C, T[b - b0]);
+        }
+        if (b1 < nb) {
+          carry[g + 1] = C;
+          ready[g + 1].store(1, std::memory_order_release);
+        }
+        // The next run is claimed before this one is rescanned from cache, and the rescan
+        // prefetches it (the element as far on in it as the walk is in this one): its totals
+        // pass, the only pass that reads from memory, then finds it in cache. No deadlock: a
+        // rescan waits on nothing, and runs are still claimed in order.
+        const int64_t gn = next.fetch_add(1, std::memory_order_relaxed);
+        Ctx cx = ch;
+        if (gn < G && prefetch_next_run()) {
+          const int64_t on = gn / nr, bn = (gn % nr) * M;
+          cx.pf_next = (on - o) * n + (c.reverse ? b0 - bn : bn - b0) * B;
+        }
+        for (int64_t b = first; b < b1; ++b) {
+          const int64_t s0 = b * B, s1 = std::min(n, s0 + B);
           prefault_row(ch, o, s0, s1);
-          const S T_ = K::row_block(c, o, s0, s1, K::identity(), false, true);
-          carry[g + 1] = T_;
-          ready[g + 1].store(1, std::memory_order_release);
-          continue;
+          K::row_block(cx, o, s0, s1, Cb[b - b0], true, true);
         }
-        S T_;
-        if constexpr (RowTotals<K>::value) {  // (totals: RowTotals kernels are FromCarry ones)
-          T_ = K::block_total(c, o, s0, s1);
-        } else {
-          T_ = K::row_block(c, o, s0, s1, K::identity(), false, false);
-        }
-        wait_ready(ready[g]);
-        const S C = carry[g];
-        if (blk + 1 < nb) {
-          carry[g + 1] = K::fold(C, T_);
-          ready[g + 1].store(1, std::memory_order_release);
-        }
-        prefault_row(ch, o, s0, s1);
-        K::row_block(c, o, s0, s1, C, true, true);
+        g = gn;
       }
       K::finish(c);
     });
@@ -1054,9 +1127,12 @@ struct Scheduler {
       });
       return;
     }
-    // Chained scan over (item, block of rows).
-    const Ctx ch = chained_ctx(c, threads);
-    const int64_t G = items * nb;
+    // Chained scan over (item, block of rows), claimed a run of M consecutive blocks of one
+    // item at a time (run_blocks, as the rows' chained scan; M = 1 for carry-in kernels).
+    const int64_t M = FromCarry<K>::value ? 1 : run_blocks(c, threads, Bl * W);
+    const Ctx ch = M > 1 ? c : chained_ctx(c, threads);
+    const int64_t nr = (nb + M - 1) / M;
+    const int64_t G = items * nr;
     const int64_t slot = KC * W;
     std::vector<cst_t> carry(static_cast<size_t>(G * slot));
     std::vector<std::atomic<int>> ready(static_cast<size_t>(G));
@@ -1064,17 +1140,19 @@ struct Scheduler {
     at::parallel_for(0, threads, 1, [&](int64_t, int64_t) {
       [[maybe_unused]] const typename K::Guard guard{};
       std::vector<cst_t> L(static_cast<size_t>(slot));
-      for (;;) {
-        const int64_t g = next.fetch_add(1, std::memory_order_relaxed);
-        if (g >= G) break;
-        const int64_t it = g / nb, blk = g % nb;
+      // T: the run's block totals; Cb: their carry-ins (slot apiece); Cc: the running carry.
+      std::vector<cst_t> T(static_cast<size_t>(M * slot)), Cb(static_cast<size_t>(M * slot)),
+          Cc(static_cast<size_t>(slot));
+      int64_t g = next.fetch_add(1, std::memory_order_relaxed);
+      while (g < G) {
+        const int64_t it = g / nr, b0 = (g % nr) * M, b1 = std::min(nb, b0 + M);
         int64_t o, i0, w;
         item_cols(it, o, i0, w);
-        const int64_t s0 = blk * Bl, s1 = std::min(n, s0 + Bl);
-        if constexpr (FromCarry<K>::value) {
-          if (blk > 0) wait_ready(ready[g]);
-          const cst_t* C = blk > 0 ? carry.data() + g * slot : nullptr;
-          if (blk + 1 < nb) {
+        if constexpr (FromCarry<K>::value) {  // M == 1: the block is b0
+          const int64_t s0 = b0 * Bl, s1 = std::min(n, s0 + Bl);
+          if (b0 > 0) wait_ready(ready[g]);
+          const cst_t* C = b0 > 0 ? carry.data() + g * slot : nullptr;
+          if (b0 + 1 < nb) {
             K::col_identity(L.data(), w);
             K::col_walk(c, o, i0, w, s0, s1, L.data(), C, false);
             std::copy(L.begin(), L.begin() + KC * w, carry.begin() + (g + 1) * slot);
@@ -1082,26 +1160,47 @@ struct Scheduler {
           }
           K::col_identity(L.data(), w);
           col_walk_out(ch, o, i0, w, w, s0, s1, L.data(), C);
+          g = next.fetch_add(1, std::memory_order_relaxed);
           continue;
         }
-        K::col_identity(L.data(), w);
-        if (blk == 0) {
-          col_walk_out(ch, o, i0, w, w, s0, s1, L.data(), nullptr);
-          std::copy(L.begin(), L.begin() + KC * w, carry.begin() + (g + 1) * slot);
-          ready[g + 1].store(1, std::memory_order_release);
-          continue;
+        int64_t first = b0;
+        if (b0 == 0) {  // no carry-in: written at once, its walk's state is the next carry
+          K::col_identity(L.data(), w);
+          col_walk_out(ch, o, i0, w, w, 0, std::min(n, Bl), L.data(), nullptr);
+          std::copy(L.begin(), L.begin() + KC * w, Cc.begin());
+          first = 1;
         }
-        K::col_walk(c, o, i0, w, s0, s1, L.data(), nullptr, false);
-        wait_ready(ready[g]);
-        const cst_t* C = carry.data() + g * slot;
-        if (blk + 1 < nb) {
-          cst_t* Cn = carry.data() + (g + 1) * slot;
-          std::copy(C, C + KC * w, Cn);
-          K::col_fold(Cn, L.data(), w, true);
+        for (int64_t b = first; b < b1; ++b) {
+          cst_t* Tb = T.data() + (b - b0) * slot;
+          K::col_identity(Tb, w);
+          K::col_walk(c, o, i0, w, b * Bl, std::min(n, (b + 1) * Bl), Tb, nullptr, false);
+        }
+        if (b0 > 0) {
+          wait_ready(ready[g]);
+          std::copy(carry.begin() + g * slot, carry.begin() + g * slot + KC * w, Cc.begin());
+        }
+        for (int64_t b = first; b < b1; ++b) {
+          std::copy(Cc.begin(), Cc.begin() + KC * w, Cb.begin() + (b - b0) * slot);
+          K::col_fold(Cc.data(), T.data() + (b - b0) * slot, w, true);
+        }
+        if (b1 < nb) {
+          std::copy(Cc.begin(), Cc.begin() + KC * w, carry.begin() + (g + 1) * slot);
           ready[g + 1].store(1, std::memory_order_release);
         }
-        K::col_identity(L.data(), w);
-        col_walk_out(ch, o, i0, w, w, s0, s1, L.data(), C);
+        // The next run claimed before the rescan, which prefetches it (as in rows).
+        const int64_t gn = next.fetch_add(1, std::memory_order_relaxed);
+        Ctx cx = ch;
+        if (gn < G && prefetch_next_run()) {
+          int64_t on, i0n, wn;
+          item_cols(gn / nr, on, i0n, wn);
+          const int64_t bn = (gn % nr) * M;
+          cx.pf_next = ((on - o) * n + (c.reverse ? b0 - bn : bn - b0) * Bl) * inner + (i0n - i0);
+        }
+        for (int64_t b = first; b < b1; ++b) {
+          K::col_identity(L.data(), w);
+          col_walk_out(cx, o, i0, w, w, b * Bl, std::min(n, (b + 1) * Bl), L.data(), Cb.data() + (b - b0) * slot);
+        }
+        g = gn;
       }
       K::finish(c);
     });

@@ -272,7 +272,7 @@ static SCANOPS_AI void prefetch_at(const T* base, int64_t idx) {
 // total of the block. kCarry: outputs are value(combine(C, local)), else value(local).
 template <class Op, class T, bool kRev, bool kMask, bool kExcl, bool kWrite, bool kCarry, bool kNT>
 static typename Op::S row_block_impl(const Ptrs<T>& p, int64_t row, int64_t n, int64_t s0, int64_t s1,
-                                     typename Op::S C) {
+                                     typename Op::S C, int64_t pf_next = 0) {
   using V = VS<Op::K>;
   using S = typename Op::S;
   const V Cv = Op::bcast(C);
@@ -289,11 +289,16 @@ static typename Op::S row_block_impl(const Ptrs<T>& p, int64_t row, int64_t n, i
   // prefetches the rows above instead (2-core VM, (2^20, 64) reverse rows: 64-66% -> see
   // design.md, "CPU: input prefetch in the row walks").
   constexpr int64_t D = kPrefetchBytes / int64_t(sizeof(T));
-  const int64_t pf = kRev && n >= D ? -D : D;
+  // pf_next != 0: the prefetch is that many elements from the element read instead (the
+  // chained scans' rescans: the block the worker takes next, see Scheduler::rows).
+  const int64_t pf = pf_next != 0 ? pf_next : (kRev && n >= D ? -D : D);
   auto prefetch = [&](int64_t s) SCANOPS_AIL {
     const int64_t a = at4(s) + pf;
     prefetch_at(p.in, a);
     if constexpr (Op::K == 2) prefetch_at(p.coeff, a);
+    if constexpr (kMask) {  // (the next run's mask too: a line holds 64 of its bytes)
+      if (pf_next != 0 && (s & 63) == 0) prefetch_at(p.mask, a);
+    }
   };
   auto emit = [&](int64_t s, const V& R) SCANOPS_AIL {
     __m256d o = Op::value(kCarry ? Op::comb(Cv, R) : R);
@@ -390,8 +395,9 @@ static void rows4_impl(const Ptrs<T>& p, int64_t o0, int64_t o1) {
 // Columns [i0, i0 + w) of outer index o, scan positions [s0, s1). L (K * w doubles,
 // component-major) is the running local state, updated; C (same layout) the carry-in or
 // nullptr (kCarry false).
-// pf_rows > 0: the walk prefetches its columns' input pf_rows rows ahead, a line at a time;
-// past the walk's end it prefetches rows it will not read, which do not fault.
+// pf_off != 0: the walk prefetches its columns' input pf_off elements from each row it reads, a
+// line at a time (col_prefetch_rows rows ahead, or the chained scans' next run); past the
+// input's ends it prefetches what it will not read, which does not fault.
 // col_prefetch_rows: narrow walks only (w <= kColPrefetchMaxWidth columns), 512 elements
 // ahead (kPrefetchBytes of float32). 2-core VM, 1 thread, A/B twice (ms): (2^20, 64) dim 0
 // cumsum 109, 112 -> 95, 96; exclusive 104, 106 -> 95, 95; masked 112, 115 -> 104, 104;
@@ -405,15 +411,15 @@ static SCANOPS_AI int64_t col_prefetch_rows(int64_t w) {
 
 template <class Op, class T, bool kMask, bool kExcl, bool kWrite, bool kCarry, bool kNT>
 static void col_walk_impl(const Ptrs<T>& p, int64_t n, int64_t inner, bool rev, int64_t o, int64_t i0,
-                          int64_t w, int64_t s0, int64_t s1, double* L, const double* C, int64_t pf_rows = 0) {
+                          int64_t w, int64_t s0, int64_t s1, double* L, const double* C, int64_t pf_off = 0) {
   using V = VS<Op::K>;
   using S = typename Op::S;
   const int64_t step = rev ? -inner : inner;
   int64_t base = (o * n + (rev ? n - 1 - s0 : s0)) * inner + i0;
   constexpr int64_t kLine = 64 / int64_t(sizeof(T));
   for (int64_t s = s0; s < s1; ++s, base += step) {
-    if (pf_rows > 0) {
-      const int64_t a = base + pf_rows * step;
+    if (pf_off != 0) {
+      const int64_t a = base + pf_off;
       for (int64_t j = 0; j < w; j += kLine) {
         prefetch_at(p.in, a + j);
         if constexpr (Op::K == 2) prefetch_at(p.coeff, a + j);

@@ -351,12 +351,18 @@ STORES_SCRIPT = textwrap.dedent("""
 
 def test_store_modes_same_bits(tmp_path):
     """Output pages populated ahead of the stores (SCANOPS_CPU_POPULATE=1: at every size, the
-    walks then go a range of rows at a time; from 3 threads the chained scans populate the
-    whole output first) and streaming stores
+    walks then go a range of rows at a time; from 3 threads the chained scans claim runs of
+    blocks, each populated by its worker, or with SCANOPS_CPU_RUN_BYTES=0 single blocks with the
+    whole output populated first), the chained scans' prefetch of the next run, and streaming stores
     (SCANOPS_CPU_STREAM=1 / -1) give the bits of plain stores, for every thread count: each mode
     in a fresh process."""
     modes = [{"SCANOPS_CPU_POPULATE": "0", "SCANOPS_CPU_STREAM": "0"}, {"SCANOPS_CPU_POPULATE": "1"},
-             {"SCANOPS_CPU_POPULATE": "1", "SCANOPS_CPU_STREAM": "1"}, {"SCANOPS_CPU_STREAM": "1"}]
+             {"SCANOPS_CPU_POPULATE": "1", "SCANOPS_CPU_STREAM": "1"}, {"SCANOPS_CPU_STREAM": "1"},
+             # chained scans from 3 threads: one block a claim with the whole output populated
+             # first; runs of 3 blocks (ragged last runs); rescans prefetching 2 KiB ahead
+             {"SCANOPS_CPU_POPULATE": "1", "SCANOPS_CPU_RUN_BYTES": "0"},
+             {"SCANOPS_CPU_POPULATE": "1", "SCANOPS_CPU_RUN_BYTES": "400000"},
+             {"SCANOPS_CPU_POPULATE": "1", "SCANOPS_CPU_PF_NEXT": "0"}]
     results = []
     for i, mode in enumerate(modes):
         e = dict(os.environ, **mode)
