@@ -131,8 +131,12 @@ inline int stream_mode() {
 }
 
 // SCANOPS_CPU_RUN_BYTES: output bytes a worker of the chained scans claims at a time from 3
-// threads (Scheduler::run_blocks); unset: kRunBytes; 0: one block at a time.
-constexpr int64_t kRunBytes = 1 << 20;
+// threads (Scheduler::run_blocks); unset: kRunBytes; 0: one block at a time. The default is 0,
+// what was measured on the 16-core Xeon (the whole output populated first from 3 threads):
+// runs, each populated by its worker, were written on the 2-core VM, where 3 threads cannot be
+// timed (at 2 threads, forced, 256 KiB-4 MiB runs were level with single blocks), and wait
+// for a 16-core measurement before they are the default (design.md, "CPU: chained scans").
+constexpr int64_t kRunBytes = 0;
 inline int64_t chained_run_bytes() {
   static const int64_t v = [] {
     const char* e = std::getenv("SCANOPS_CPU_RUN_BYTES");
@@ -880,11 +884,11 @@ struct Scheduler {
 
   // Blocks a worker of the chained scans claims at a time (a run; the carries are folded block
   // by block whatever the run, so this is scheduling only). Up to 2 threads: 1, each block's
-  // output populated just before its stores. From 3 threads: runs of about kRunBytes of output
-  // (SCANOPS_CPU_RUN_BYTES; 0: single blocks, the whole output populated first), each worker
-  // populating its own run block by block: a worker's output is then a contiguous range of that
-  // size, not blocks interleaved with every other worker's, whose population from many threads
-  // at once was slower than populating all first (see chained_ctx).
+  // output populated just before its stores. From 3 threads: runs of about
+  // SCANOPS_CPU_RUN_BYTES of output (default 0: single blocks, the whole output populated
+  // first, see chained_ctx), each worker populating its own run block by block: a worker's
+  // output is then a contiguous range of that size, not blocks interleaved with every other
+  // worker's, whose population from many threads at once was slower than populating all first.
   static int64_t run_blocks(const Ctx& c, int64_t threads, int64_t block_out_elems) {
     if (threads <= 2 || !c.prefault) return 1;
     const int64_t run_bytes = chained_run_bytes();
