@@ -23,10 +23,12 @@
 // Scheduling (free to depend on the thread count): many lines -> at::parallel_for over lines;
 // few long lines -> a chained scan over the blocks of all lines: workers claim blocks in order
 // from an atomic counter, compute the block's total (reading it into cache), wait for the
-// carry-in published by the previous block's worker, publish their own carry-out, then rescan
-// the block from cache. Blocks are claimed in order, so the block a worker waits on is always
-// being processed by a running worker: no deadlock even when parallel_for runs the workers
-// inline (nested parallelism) or on fewer threads. The data is read from RAM once.
+// carry-in published by the previous block's worker, publish their own carry-out, claim their
+// next block, then rescan this one from cache while prefetching the next (whose totals pass
+// then reads from cache). Blocks are claimed in order (one at a time, or runs of consecutive
+// blocks: Scheduler::run_blocks), so the block a worker waits on is always being processed by
+// a running worker: no deadlock even when parallel_for runs the workers inline (nested
+// parallelism) or on fewer threads. The data is read from RAM once.
 //
 // Kernels: AVX2 + FMA (float32 / float64 inputs, float64 lanes: float32 accumulates in
 // float64 as torch's CPU kernel does; complex64 / complex128 sums along rows with
