@@ -5,7 +5,10 @@ the outputs written once) into fresh outputs the fastest way measured (floor_fns
 of: clone() (pages faulted one by one); a copy into a buffer populated first (madvise
 MADV_POPULATE_WRITE); and bench/floor.c, compiled here and run on as many native threads as the
 op, each over one contiguous span, chunk by chunk (256 KiB and 1 MiB of output), each chunk's
-pages populated just before memcpy, or a plain vector loop, writes it (all four tried). The last is scanops' own schedule
+pages populated just before memcpy, or a plain vector loop, writes it (all four tried), and
+with 1 MiB chunks the same two into outputs advised huge pages first (MADV_HUGEPAGE: scanops
+advises its large outputs so by default, ops/cpu/scan_cpu.cpp advise_huge_pages; a floor of
+4 KiB pages alone would be no floor for those). The chunked copies are scanops' own schedule
 for large outputs without the scan: before it was a candidate scanops measured up to 112% of
 the other two on the 2-core VM, and with Python threads driving it up to 136% at 16 threads.
 Other ops' traffic: linear_recurrence a + x (two reads, one write: a copy of the same total
@@ -264,19 +267,19 @@ def _native_floor():
 
 
 _floor_lib = _native_floor()
-# (output bytes a chunk, + 8: plain loops instead of memcpy / memset): every pair a candidate
-NATIVE_VARIANTS = [(c, v) for c in (256 << 10, 1 << 20) for v in (0, 8)]
+# (output bytes a chunk, flags: + 8 plain loops instead of memcpy / memset, + 16 the output
+# advised huge pages first, as scanops advises its large outputs): every pair a candidate
+NATIVE_VARIANTS = [(c, v) for c in (256 << 10, 1 << 20) for v in (0, 8)] + [(1 << 20, 16), (1 << 20, 24)]
 
 
 def native_floor(kind, x, variant, in2=None):
     """bench/floor.c's kind (0 copy, 1 copy + int64 fill, 2 copy + mask read, 3 add) into fresh
-    outputs, on torch.get_num_threads() native threads; variant: (output bytes a chunk, 0 or
-    8: memcpy / memset or plain loops)."""
-    chunk, loop = variant
+    outputs, on torch.get_num_threads() native threads; variant: (output bytes a chunk, flags:
+    8 plain loops instead of memcpy / memset, 16 huge pages advised)."""
+    chunk, flags = variant
     y = torch.empty_like(x)
     y2 = torch.empty(x.shape, dtype=torch.int64) if kind == 1 else None
-    if kind != 3:
-        kind |= loop
+    kind |= flags & 16 if kind == 3 else flags  # (a + x is a loop either way)
     _floor_lib.scanops_floor(kind, torch.get_num_threads(), chunk, x.numel(), x.element_size(), y.data_ptr(),
                              x.data_ptr(), y2.data_ptr() if y2 is not None else None,
                              in2.data_ptr() if in2 is not None else None)
@@ -300,7 +303,7 @@ def floor_fns(name, t, x, nbytes):
     an int64 tensor filled for cummax."""
     nat = _floor_lib is not None and x.is_contiguous()
     chunks = NATIVE_VARIANTS if nat else ()
-    adds = [v for v in chunks if v[1] == 0]  # a + x is a loop either way
+    adds = [v for v in chunks if not v[1] & 8]  # a + x is a loop either way
     if name == "linear_recurrence":
         a = t["a"]
         fl = [lambda: torch.add(a, x), lambda: torch.add(a, x, out=populated_empty(x))]

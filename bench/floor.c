@@ -12,6 +12,9 @@
  *   2 copy+read:  out[i] = in[i] (esize bytes), in2[i] read (1 byte, summed): masked_cumsum
  *   3 add:        out[i] = in[i] + in2[i] (float32): linear_recurrence's two reads, one write
  * kind + 8: the copies and the fill as plain loops instead of memcpy / memset (copy_loop).
+ * kind + 16: the outputs' 2 MiB-aligned interiors advised MADV_HUGEPAGE first, as scanops
+ * advises its large outputs (SCANOPS_CPU_HUGEPAGES, ops/cpu/scan_cpu.cpp advise_huge_pages): a
+ * floor with 4 KiB pages alone would be no floor for an op whose output has 2 MiB pages.
  * chunk_bytes counts the output bytes of a chunk (out2's included).
  */
 #define _GNU_SOURCE
@@ -34,6 +37,17 @@ struct job {
   const char* in2;
   uint64_t sink;
 };
+
+static void advise_huge(void* p, size_t n) {
+#ifdef MADV_HUGEPAGE
+  const uintptr_t h = (uintptr_t)2 << 20;
+  const uintptr_t a = ((uintptr_t)p + h - 1) & ~(h - 1), e = ((uintptr_t)p + n) & ~(h - 1);
+  if (e > a) madvise((void*)a, e - a, MADV_HUGEPAGE);
+#else
+  (void)p;
+  (void)n;
+#endif
+}
 
 static void populate(void* p, size_t n) {
   const uintptr_t s = (uintptr_t)p & ~(uintptr_t)4095;
@@ -133,6 +147,10 @@ uint64_t scanops_floor(int kind, int nt, size_t chunk_bytes, size_t n, size_t es
     ++pool_size;
   }
   if (nt > pool_size) nt = pool_size;
+  if (kind & 16) {
+    advise_huge(out, n * esize);
+    if ((kind & 7) == 1) advise_huge(out2, n * 8);
+  }
   const size_t per_elem = esize + ((kind & 7) == 1 ? 8 : 0);
   size_t ce = chunk_bytes / per_elem;
   if (ce == 0) ce = 1;

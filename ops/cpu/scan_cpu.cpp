@@ -45,6 +45,8 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <chrono>
+#include <cstdio>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -1213,23 +1215,103 @@ struct Scheduler {
   }
 };
 
-// Opt-in (SCANOPS_CPU_HUGEPAGES=1): a large output is about to be written in full, so ask the
-// kernel for transparent huge pages on its 2 MiB-aligned interior (Linux, THP mode `madvise`).
-// On the 2-core development VM first-touch faults on 4 KiB pages cost more than the scan
-// itself (256 MiB: 65536 faults; 4-5x faster with huge pages), but on a 16-core host huge-page
-// faults (synchronous compaction under THP defrag=madvise) serialised multi-threaded runs, so
-// it is not the default.
+// Transparent huge pages for large outputs (Linux, THP mode `madvise` or `always`): an output
+// of at least kStreamBytes is about to be written in full, so its 2 MiB-aligned interior is
+// advised MADV_HUGEPAGE, and its first-touch faults (one a 4 KiB page otherwise: 65536 for 256
+// MiB) become one a 2 MiB page. Measured (2^26 float32, design.md "CPU: huge pages by
+// default"): on the 16-core Xeon at 16 threads 1-D cumsum 16.1-17.1 -> 12.7-14.1 ms, (4096,
+// 16384) dim 0 15.2-16.6 -> 12.1-13.4, rows 11.6-12.2 -> 9.2-9.5 (clone(), 4 KiB pages:
+// 13-15 ms); at 4 threads 1-D 45.7 -> 29.8-34.5 ms; on the 2-core VM at 1 thread 1-D 103-109
+// -> 65-71 ms. The risk is the kernel's: under THP defrag `madvise` a huge-page fault that
+// finds no free 2 MiB block compacts memory synchronously (on 2026-11-23 an older version that
+// advised every large output did not scale past 1 thread on that host, which was put down to
+// this; it was opt-in from then on). So by default (SCANOPS_CPU_HUGEPAGES unset) the advice is given
+// only while the free blocks of 2 MiB or more (/proc/buddyinfo, re-read at most every 100 ms)
+// hold twice the output: its faults then take free huge pages and never compact. 1: always
+// advise; 0: never. Page sizes only: the bits are the same either way.
+namespace {
+int huge_pages_mode() {  // 1 always, 0 never, -1 when free 2 MiB blocks cover the output
+  static const int mode = [] {
+    const char* e = std::getenv("SCANOPS_CPU_HUGEPAGES");
+    if (e && std::string(e) == "1") return 1;
+    if (e && std::string(e) == "0") return 0;
+    return -1;
+  }();
+  return mode;
+}
+
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+// Whether THP is on for advised memory (`always` or `madvise` selected); read once.
+bool thp_available() {
+  static const bool ok = [] {
+    FILE* f = std::fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
+    if (!f) return false;
+    char buf[128] = {};
+    const size_t n = std::fread(buf, 1, sizeof(buf) - 1, f);
+    std::fclose(f);
+    buf[n] = 0;
+    return std::strstr(buf, "[always]") != nullptr || std::strstr(buf, "[madvise]") != nullptr;
+  }();
+  return ok;
+}
+
+// Free memory in blocks of 2 MiB or more, summed over /proc/buddyinfo's zones (a line per zone:
+// "Node 0, zone Normal c0 c1 ... c10", c_k the free blocks of 2^k base pages); -1 if unreadable.
+int64_t free_huge_block_bytes() {
+  FILE* f = std::fopen("/proc/buddyinfo", "r");
+  if (!f) return -1;
+  const int64_t page = 4096;
+  constexpr int kOrder = 9;  // 2^9 pages of 4 KiB = 2 MiB
+  int64_t total = 0;
+  char line[512];
+  while (std::fgets(line, sizeof(line), f)) {
+    const char* p = std::strstr(line, "zone");
+    if (!p) continue;
+    p += 4;
+    while (*p == ' ') ++p;
+    while (*p && *p != ' ') ++p;  // the zone's name
+    char* q = nullptr;
+    for (int k = 0;; ++k) {
+      const long long c = std::strtoll(p, &q, 10);
+      if (q == p) break;
+      if (k >= kOrder && k < 62) total += static_cast<int64_t>(c) * (page << k);
+      p = q;
+    }
+  }
+  std::fclose(f);
+  return total;
+}
+
+// free_huge_block_bytes, cached for 100 ms; each advised output is taken off the cached figure
+// until the next read.
+std::atomic<int64_t> g_free_huge{0};
+std::atomic<int64_t> g_free_huge_at{-1};  // ms on the steady clock; -1: never read
+
+bool huge_blocks_cover(int64_t bytes) {
+  const int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
+                          std::chrono::steady_clock::now().time_since_epoch())
+                          .count();
+  const int64_t at = g_free_huge_at.load(std::memory_order_relaxed);
+  if (at < 0 || now - at >= 100) {
+    g_free_huge.store(free_huge_block_bytes(), std::memory_order_relaxed);
+    g_free_huge_at.store(now, std::memory_order_relaxed);
+  }
+  if (g_free_huge.load(std::memory_order_relaxed) < 2 * bytes) return false;
+  g_free_huge.fetch_sub(bytes, std::memory_order_relaxed);
+  return true;
+}
+#endif
+}  // namespace
+
 void advise_huge_pages(void* p, int64_t bytes) {
 #if defined(__linux__) && defined(MADV_HUGEPAGE)
-  static const bool on = [] {
-    const char* e = std::getenv("SCANOPS_CPU_HUGEPAGES");
-    return e && std::string(e) == "1";
-  }();
   constexpr uintptr_t kHuge = uintptr_t(2) << 20;
-  if (!on || bytes < kStreamBytes) return;
+  const int mode = huge_pages_mode();
+  if (mode == 0 || bytes < kStreamBytes || !thp_available()) return;
   const uintptr_t a = (reinterpret_cast<uintptr_t>(p) + kHuge - 1) & ~(kHuge - 1);
   const uintptr_t e = (reinterpret_cast<uintptr_t>(p) + static_cast<uintptr_t>(bytes)) & ~(kHuge - 1);
-  if (e > a) (void)madvise(reinterpret_cast<void*>(a), e - a, MADV_HUGEPAGE);
+  if (e <= a || (mode < 0 && !huge_blocks_cover(bytes))) return;
+  (void)madvise(reinterpret_cast<void*>(a), e - a, MADV_HUGEPAGE);
 #else
   (void)p;
   (void)bytes;

@@ -377,6 +377,55 @@ def test_store_modes_same_bits(tmp_path):
             assert torch.equal(v.view(-1).view(torch.int8), results[0][k].view(-1).view(torch.int8)), (mode, k)
 
 
+HUGE_SCRIPT = textwrap.dedent("""
+    import sys, torch
+    torch.ops.load_library(sys.argv[1])
+    ops = torch.ops.scanops
+    # outputs of at least 16 MiB: the sizes whose pages advise_huge_pages considers
+    g = torch.Generator().manual_seed(11)
+    x = torch.rand((1 << 22) + 5, generator=g)
+    a = torch.rand((1 << 22) + 5, generator=g) * 0.2 + 0.8
+    before = x.clone()
+    out = {}
+    for t in (1, 3):
+        torch.set_num_threads(t)
+        out[f"1d-{t}"] = ops.cumsum(x, 0)
+        out[f"rows-{t}"] = ops.linear_recurrence(a.view(-1)[:1 << 22].view(64, -1), x[:1 << 22].view(64, -1), 1)
+        out[f"dim0-{t}"] = ops.cumsum(x[:1 << 22].view(-1, 64), 0, reverse=True)
+    assert torch.equal(x, before)
+    torch.save(out, sys.argv[2])
+    print("ok")
+""")
+
+
+def test_huge_page_modes_same_bits(tmp_path):
+    """Outputs of 16 MiB and more with transparent huge pages never advised
+    (SCANOPS_CPU_HUGEPAGES=0), always (1) and by default (advised while free 2 MiB blocks
+    cover the output): the same bits, at 1 and 3 threads, and the float64 reference's values."""
+    results = []
+    for i, mode in enumerate(("0", "1", None)):
+        e = dict(os.environ)
+        e.pop("SCANOPS_CPU_HUGEPAGES", None)
+        if mode is not None:
+            e["SCANOPS_CPU_HUGEPAGES"] = mode
+        f = tmp_path / f"huge{i}.pt"
+        r = subprocess.run([sys.executable, "-c", HUGE_SCRIPT, str(conftest.library_path()), str(f)],
+                           env=e, capture_output=True, text=True, timeout=600)
+        assert r.returncode == 0 and "ok" in r.stdout, (mode, r.stdout + r.stderr)
+        results.append(torch.load(f))
+    for mode, res in zip(("1", None), results[1:]):
+        for k, v in res.items():
+            assert torch.equal(v.view(torch.int32), results[0][k].view(torch.int32)), (mode, k)
+    base = results[0]
+    for t in (1, 3):
+        assert torch.equal(base[f"1d-{t}"], base["1d-1"])
+    g = torch.Generator().manual_seed(11)
+    x = torch.rand((1 << 22) + 5, generator=g, dtype=torch.float32)
+    ref = torch.cumsum(x.double(), 0)
+    rel = ((base["1d-1"].double() - ref).abs() / ref.abs()).max().item()
+    assert rel <= 1e-7, rel
+
+
 def test_float32_accuracy_matches_float64_accumulation():
     """32768 uniform [0, 1) values: max relative error <= 1e-7 (float64 accumulation, one
     rounding to float32), at every thread count, for rows and columns."""
