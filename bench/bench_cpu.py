@@ -117,6 +117,7 @@ def timed(fn):
 
 
 _libc = ctypes.CDLL(None, use_errno=True)  # ctypes calls release the GIL
+MADV_HUGEPAGE = 14  # Linux
 _libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
 _libc.memcpy.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t]
 _libc.memcpy.restype = ctypes.c_void_p
@@ -168,6 +169,23 @@ def populated_empty(x):
     step = -(-nbytes // nt // PAGE) * PAGE
     _in_threads(lambda a: _populate(y.data_ptr() + a, min(step, nbytes - a)), list(range(0, nbytes, step)))
     return y
+
+
+def huge_empty(shape, dtype):
+    """A fresh tensor whose 2 MiB-aligned interior is advised MADV_HUGEPAGE (as scanops advises
+    its large outputs), its pages left to be faulted by the writes: with torch's own parallel
+    copy / add (its thread pool, as the op's), the floor candidate closest to the op's own
+    schedule since huge pages became its default."""
+    y = torch.empty(shape, dtype=dtype)
+    p, n, h = y.data_ptr(), y.numel() * y.element_size(), 2 << 20
+    a, e = (p + h - 1) & ~(h - 1), (p + n) & ~(h - 1)
+    if e > a:
+        _libc.madvise(a, e - a, MADV_HUGEPAGE)
+    return y
+
+
+def huge_copy(x):
+    return huge_empty(x.shape, x.dtype).copy_(x)
 
 
 def chunked_write(outs, body):
@@ -306,18 +324,20 @@ def floor_fns(name, t, x, nbytes):
     adds = [v for v in chunks if not v[1] & 8]  # a + x is a loop either way
     if name == "linear_recurrence":
         a = t["a"]
-        fl = [lambda: torch.add(a, x), lambda: torch.add(a, x, out=populated_empty(x))]
+        fl = [lambda: torch.add(a, x), lambda: torch.add(a, x, out=populated_empty(x)),
+              lambda: torch.add(a, x, out=huge_empty(x.shape, x.dtype))]
         if nat and x.dtype == torch.float32 and a.is_contiguous():
             fl += [lambda c=c: native_floor(3, x, c, a) for c in adds]
         elif np is not None:
             fl.append(lambda: chunked_add(a, x))
         return [(f, 1.0) for f in fl]
     if name == "cummax":
-        fl = [lambda: (x.clone(), torch.empty(x.shape, dtype=torch.int64).fill_(0))]
+        fl = [lambda: (x.clone(), torch.empty(x.shape, dtype=torch.int64).fill_(0)),
+              lambda: (huge_copy(x), huge_empty(x.shape, torch.int64).fill_(0))]
         fl += [lambda c=c: native_floor(1, x, c) for c in chunks] or [lambda: chunked_copy_and_fill(x)]
         return [(f, 1.0) for f in fl]
     scale = nbytes / (2 * x.numel() * x.element_size())
-    fl = [(lambda: x.clone(), scale), (lambda: populated_copy(x), scale)]
+    fl = [(lambda: x.clone(), scale), (lambda: populated_copy(x), scale), (lambda: huge_copy(x), scale)]
     if nat:
         fl += [(lambda c=c: native_floor(0, x, c), scale) for c in chunks]
     else:

@@ -1420,6 +1420,7 @@ struct CpuRunner {
                                     ? int64_t{1} << 60  // one block per line
                                     : kBlockBytes / static_cast<int64_t>(sizeof(in_t));
     advise_huge_pages(c.out, p.output.numel() * static_cast<int64_t>(sizeof(out_t)));
+    if (c.idx) advise_huge_pages(c.idx, p.indices.numel() * static_cast<int64_t>(sizeof(int64_t)));
 #if defined(SCANOPS_AVX2_KERNELS)
     using acc = decltype(Combine::value(Combine::identity()));
     constexpr bool kAvx2Combine = std::is_same_v<Combine, SumCombine<double>> ||

@@ -392,6 +392,7 @@ HUGE_SCRIPT = textwrap.dedent("""
         out[f"1d-{t}"] = ops.cumsum(x, 0)
         out[f"rows-{t}"] = ops.linear_recurrence(a.view(-1)[:1 << 22].view(64, -1), x[:1 << 22].view(64, -1), 1)
         out[f"dim0-{t}"] = ops.cumsum(x[:1 << 22].view(-1, 64), 0, reverse=True)
+        out[f"cmaxv-{t}"], out[f"cmaxi-{t}"] = ops.cummax(x, 0)  # (values and indices advised)
     assert torch.equal(x, before)
     torch.save(out, sys.argv[2])
     print("ok")
@@ -399,7 +400,7 @@ HUGE_SCRIPT = textwrap.dedent("""
 
 
 def test_huge_page_modes_same_bits(tmp_path):
-    """Outputs of 16 MiB and more with transparent huge pages never advised
+    """Outputs (cummax: values and indices) of 16 MiB and more with transparent huge pages never advised
     (SCANOPS_CPU_HUGEPAGES=0), always (1) and by default (advised while free 2 MiB blocks
     cover the output): the same bits, at 1 and 3 threads, and the float64 reference's values."""
     results = []
