@@ -15,6 +15,10 @@
  * kind + 16: the outputs' 2 MiB-aligned interiors advised MADV_HUGEPAGE first, as scanops
  * advises its large outputs (SCANOPS_CPU_HUGEPAGES, ops/cpu/scan_cpu.cpp advise_huge_pages): a
  * floor with 4 KiB pages alone would be no floor for an op whose output has 2 MiB pages.
+ * kind + 32 (with + 8): the plain loops prefetch their inputs 2 KiB ahead, as the scan kernels'
+ * walks do (kPrefetchBytes in ops/cpu/scan_cpu_avx2.h): the hardware prefetchers stop at 4 KiB
+ * page boundaries, and on the 16-core Xeon the op (prefetching) measured up to 114% of the
+ * copies without it.
  * chunk_bytes counts the output bytes of a chunk (out2's included).
  */
 #define _GNU_SOURCE
@@ -64,6 +68,18 @@ static void copy_loop(char* o, const char* x, size_t bytes) {
   for (size_t i = 0; i < w; ++i) o8[i] = x8[i];
   for (size_t i = w * 8; i < bytes; ++i) o[i] = x[i];
 }
+#define PF_AHEAD 2048
+/* copy_loop with the input prefetched PF_AHEAD bytes ahead, one prefetch a 64-byte line. */
+static void copy_loop_pf(char* o, const char* x, size_t bytes) {
+  size_t i = 0;
+  for (; i + 64 <= bytes; i += 64) {
+    __builtin_prefetch(x + i + PF_AHEAD, 0, 3);
+    uint64_t* o8 = (uint64_t*)(o + i);
+    const uint64_t* x8 = (const uint64_t*)(x + i);
+    for (int k = 0; k < 8; ++k) o8[k] = x8[k];
+  }
+  for (; i < bytes; ++i) o[i] = x[i];
+}
 static void zero_loop(char* o, size_t bytes) {
   size_t w = bytes / 8;
   uint64_t* o8 = (uint64_t*)o;
@@ -73,7 +89,7 @@ static void zero_loop(char* o, size_t bytes) {
 
 static void* run(void* arg) {
   struct job* j = (struct job*)arg;
-  const int kind = j->kind & 7, loop = j->kind & 8;
+  const int kind = j->kind & 7, loop = j->kind & 8, pf = j->kind & 32;
   for (size_t e0 = j->a; e0 < j->b; e0 += j->ce) {
     const size_t e1 = e0 + j->ce < j->b ? e0 + j->ce : j->b, m = e1 - e0;
     populate(j->out + e0 * j->esize, m * j->esize);
@@ -83,7 +99,7 @@ static void* run(void* arg) {
       case 1:
       case 2:
         if (loop) {
-          copy_loop(j->out + e0 * j->esize, j->in + e0 * j->esize, m * j->esize);
+          (pf ? copy_loop_pf : copy_loop)(j->out + e0 * j->esize, j->in + e0 * j->esize, m * j->esize);
           if (kind == 1) zero_loop(j->out2 + e0 * 8, m * 8);
         } else {
           memcpy(j->out + e0 * j->esize, j->in + e0 * j->esize, m * j->esize);
@@ -92,7 +108,14 @@ static void* run(void* arg) {
         if (kind == 2) {
           const unsigned char* q = (const unsigned char*)j->in2 + e0;
           uint64_t s = 0;
-          for (size_t i = 0; i < m; ++i) s += q[i];
+          size_t i = 0;
+          if (pf) {
+            for (; i + 64 <= m; i += 64) {
+              __builtin_prefetch(q + i + PF_AHEAD, 0, 3);
+              for (int k = 0; k < 64; ++k) s += q[i + k];
+            }
+          }
+          for (; i < m; ++i) s += q[i];
           j->sink += s;
         }
         break;
@@ -100,7 +123,17 @@ static void* run(void* arg) {
         float* o = (float*)j->out + e0;
         const float* x = (const float*)j->in + e0;
         const float* y = (const float*)j->in2 + e0;
-        for (size_t i = 0; i < m; ++i) o[i] = x[i] + y[i];
+        if (pf) {
+          size_t i = 0;
+          for (; i + 16 <= m; i += 16) {
+            __builtin_prefetch(x + i + PF_AHEAD / 4, 0, 3);
+            __builtin_prefetch(y + i + PF_AHEAD / 4, 0, 3);
+            for (int k = 0; k < 16; ++k) o[i + k] = x[i + k] + y[i + k];
+          }
+          for (; i < m; ++i) o[i] = x[i] + y[i];
+        } else {
+          for (size_t i = 0; i < m; ++i) o[i] = x[i] + y[i];
+        }
         break;
       }
     }
