@@ -135,11 +135,11 @@ inline int stream_mode() {
 }
 
 // SCANOPS_CPU_RUN_BYTES: output bytes a worker of the chained scans claims at a time from 3
-// threads (Scheduler::run_blocks); unset: kRunBytes; 0: one block at a time. The default is 0,
-// what was measured on the 16-core Xeon (the whole output populated first from 3 threads):
-// runs, each populated by its worker, were written on the 2-core VM, where 3 threads cannot be
-// timed (at 2 threads, forced, 256 KiB-4 MiB runs were level with single blocks), and wait
-// for a 16-core measurement before they are the default (design.md, "CPU: chained scans").
+// threads (Scheduler::run_blocks); unset: kRunBytes; 0: one block at a time (the whole output
+// populated first). The default is 0: on the 16-core Xeon (2026-11-26, 4 / 8 / 16 threads,
+// 1-D and (N/64, 64) dim 0) runs of 1-4 MiB were level with single blocks and 256 KiB runs
+// 1.3-3.5x slower (design.md, "CPU: chained scans"). Kept as the unit of a claim: a run is
+// where two blocks' totals could be taken side by side.
 constexpr int64_t kRunBytes = 0;
 inline int64_t chained_run_bytes() {
   static const int64_t v = [] {
