@@ -63,6 +63,7 @@
 
 #if defined(__linux__)
 #include <sys/mman.h>
+#include <unistd.h>
 #endif
 
 #include "ops/dispatch.h"
@@ -1230,6 +1231,7 @@ struct Scheduler {
 // hold twice the output: its faults then take free huge pages and never compact. 1: always
 // advise; 0: never. Page sizes only: the bits are the same either way.
 namespace {
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
 int huge_pages_mode() {  // 1 always, 0 never, -1 when free 2 MiB blocks cover the output
   static const int mode = [] {
     const char* e = std::getenv("SCANOPS_CPU_HUGEPAGES");
@@ -1240,7 +1242,6 @@ int huge_pages_mode() {  // 1 always, 0 never, -1 when free 2 MiB blocks cover t
   return mode;
 }
 
-#if defined(__linux__) && defined(MADV_HUGEPAGE)
 // Whether THP is on for advised memory (`always` or `madvise` selected); read once.
 bool thp_available() {
   static const bool ok = [] {
@@ -1260,8 +1261,9 @@ bool thp_available() {
 int64_t free_huge_block_bytes() {
   FILE* f = std::fopen("/proc/buddyinfo", "r");
   if (!f) return -1;
-  const int64_t page = 4096;
-  constexpr int kOrder = 9;  // 2^9 pages of 4 KiB = 2 MiB
+  const int64_t page = std::max<int64_t>(1, sysconf(_SC_PAGESIZE));
+  int kOrder = 0;  // the first order of 2 MiB or more (9 with 4 KiB pages)
+  while ((page << kOrder) < (int64_t(2) << 20)) ++kOrder;
   int64_t total = 0;
   char line[512];
   while (std::fgets(line, sizeof(line), f)) {
@@ -1274,7 +1276,7 @@ int64_t free_huge_block_bytes() {
     for (int k = 0;; ++k) {
       const long long c = std::strtoll(p, &q, 10);
       if (q == p) break;
-      if (k >= kOrder && k < 62) total += static_cast<int64_t>(c) * (page << k);
+      if (k >= kOrder && k < 24) total += static_cast<int64_t>(c) * (page << k);  // (kernels have <= 13 orders)
       p = q;
     }
   }
