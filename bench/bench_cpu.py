@@ -7,7 +7,7 @@ MADV_POPULATE_WRITE); and bench/floor.c, compiled here and run on as many native
 op, each over one contiguous span, chunk by chunk (256 KiB and 1 MiB of output), each chunk's
 pages populated just before memcpy, or a plain vector loop, writes it (all four tried), and
 with 1 MiB chunks the same two into outputs advised huge pages first (MADV_HUGEPAGE: scanops
-advises its large outputs so by default, ops/cpu/scan_cpu.cpp advise_huge_pages; a floor of
+advises its large outputs so by default, ops/cpu/scan_cpu_memory.cpp advise_huge_pages; a floor of
 4 KiB pages alone would be no floor for those), and the plain loops prefetching their inputs 2
 KiB ahead as the scan kernels do (the op measured up to 114% of the copies without: the
 hardware prefetchers stop at page boundaries), and torch's own parallel copy / add into

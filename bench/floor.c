@@ -13,7 +13,7 @@
  *   3 add:        out[i] = in[i] + in2[i] (float32): linear_recurrence's two reads, one write
  * kind + 8: the copies and the fill as plain loops instead of memcpy / memset (copy_loop).
  * kind + 16: the outputs' 2 MiB-aligned interiors advised MADV_HUGEPAGE first, as scanops
- * advises its large outputs (SCANOPS_CPU_HUGEPAGES, ops/cpu/scan_cpu.cpp advise_huge_pages): a
+ * advises its large outputs (SCANOPS_CPU_HUGEPAGES, ops/cpu/scan_cpu_memory.cpp advise_huge_pages): a
  * floor with 4 KiB pages alone would be no floor for an op whose output has 2 MiB pages.
  * kind + 32 (with + 8): the plain loops prefetch their inputs 2 KiB ahead, as the scan kernels'
  * walks do (kPrefetchBytes in ops/cpu/scan_cpu_avx2.h): the hardware prefetchers stop at 4 KiB

@@ -122,6 +122,35 @@ void visit_dtype(const ScanProblem& p, F&& f) {
 
 }  // namespace detail
 
+namespace detail {
+// One (combine kind, input type): the Runner instantiation for p's output dtype.
+template <CombineKind K, template <class, class, class> class Runner, bool kWide, typename T>
+void run_kind(const ScanProblem& p) {
+  constexpr bool fp = is_floating_v<T> || is_complex<T>::value;
+  if constexpr (K == CombineKind::Sum) {
+    return run_same_or_long<SumCombine, Runner, kWide, T>(p);
+  } else if constexpr (K == CombineKind::Prod) {
+    return run_same_or_long<ProdCombine, Runner, kWide, T>(p);
+  } else if constexpr (K == CombineKind::Affine) {
+    if constexpr (!is_complex<T>::value && fp) {
+      if (p.wide_acc) return Runner<AffineCombine<acc_t<T, true>>, T, T>::run(p);
+    }
+    if constexpr (fp) return Runner<AffineCombine<acc_t<T, kWide>>, T, T>::run(p);
+    unexpected(p);
+  } else if constexpr (K == CombineKind::LogAddExp) {
+    if constexpr (fp) return Runner<LogAddExpCombine<acc_t<T, kWide>>, T, T>::run(p);
+    unexpected(p);
+  } else if constexpr (K == CombineKind::Max) {
+    if constexpr (!is_complex<T>::value) return Runner<MaxCombine<extremum_t<T>>, T, T>::run(p);
+    unexpected(p);
+  } else {
+    static_assert(K == CombineKind::Min);
+    if constexpr (!is_complex<T>::value) return Runner<MinCombine<extremum_t<T>>, T, T>::run(p);
+    unexpected(p);
+  }
+}
+}  // namespace detail
+
 // Runner<Combine, in_t, out_t>::run(const ScanProblem&) is the back end's kernel family
 // entry for one instantiation. The one place that maps (combine kind, dtypes) onto the
 // combine structs; the engine (scan_engine.cpp, kind_accepts) only lets through the dtypes
@@ -130,34 +159,30 @@ void visit_dtype(const ScanProblem& p, F&& f) {
 //   Affine        floating and complex, T -> T (coefficients in p.coeff)
 //   LogAddExp     floating and complex, T -> T
 //   Max, Min      every real dtype and bool, T -> T, plus the int64 indices in p.indices
+//
+// dispatch_kind<K> instantiates one combine kind only (p.spec.kind must be K): a back end
+// may compile its kinds in separate translation units (the CPU back end does, so that they
+// build in parallel) and switch on p.spec.kind itself.
+template <CombineKind K, template <class, class, class> class Runner, bool kWide = false>
+void dispatch_kind(const ScanProblem& p) {
+  TORCH_CHECK(p.spec.kind == K, p.spec.op_name, ": internal error: combine kind mismatch");
+  detail::visit_dtype(p, [&](auto tag) {
+    detail::run_kind<K, Runner, kWide, typename decltype(tag)::type>(p);
+  });
+}
+
+// Every combine kind in one translation unit.
 template <template <class, class, class> class Runner, bool kWide = false>
 void dispatch_scan(const ScanProblem& p) {
-  detail::visit_dtype(p, [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    constexpr bool fp = is_floating_v<T> || is_complex<T>::value;
-    switch (p.spec.kind) {
-      case CombineKind::Sum:
-        return detail::run_same_or_long<SumCombine, Runner, kWide, T>(p);
-      case CombineKind::Prod:
-        return detail::run_same_or_long<ProdCombine, Runner, kWide, T>(p);
-      case CombineKind::Affine:
-        if constexpr (!is_complex<T>::value && fp) {
-          if (p.wide_acc) return Runner<AffineCombine<acc_t<T, true>>, T, T>::run(p);
-        }
-        if constexpr (fp) return Runner<AffineCombine<acc_t<T, kWide>>, T, T>::run(p);
-        detail::unexpected(p);
-      case CombineKind::LogAddExp:
-        if constexpr (fp) return Runner<LogAddExpCombine<acc_t<T, kWide>>, T, T>::run(p);
-        detail::unexpected(p);
-      case CombineKind::Max:
-        if constexpr (!is_complex<T>::value) return Runner<MaxCombine<extremum_t<T>>, T, T>::run(p);
-        detail::unexpected(p);
-      case CombineKind::Min:
-        if constexpr (!is_complex<T>::value) return Runner<MinCombine<extremum_t<T>>, T, T>::run(p);
-        detail::unexpected(p);
-    }
-    TORCH_CHECK(false, p.spec.op_name, ": internal error: unknown combine kind");
-  });
+  switch (p.spec.kind) {
+    case CombineKind::Sum: return dispatch_kind<CombineKind::Sum, Runner, kWide>(p);
+    case CombineKind::Prod: return dispatch_kind<CombineKind::Prod, Runner, kWide>(p);
+    case CombineKind::Affine: return dispatch_kind<CombineKind::Affine, Runner, kWide>(p);
+    case CombineKind::LogAddExp: return dispatch_kind<CombineKind::LogAddExp, Runner, kWide>(p);
+    case CombineKind::Max: return dispatch_kind<CombineKind::Max, Runner, kWide>(p);
+    case CombineKind::Min: return dispatch_kind<CombineKind::Min, Runner, kWide>(p);
+  }
+  TORCH_CHECK(false, p.spec.op_name, ": internal error: unknown combine kind");
 }
 
 }  // namespace scanops

@@ -1,8 +1,8 @@
 // scanops: AVX2 + FMA kernels of the CPU back end (float32 / float64 inputs, float64 lanes).
 //
-// Included by scan_cpu.cpp only, inside `#pragma GCC target("avx2,fma")`: every function
+// Included by scan_cpu_kernels.h only, inside `#pragma GCC target("avx2,fma")`: every function
 // defined here is compiled for AVX2 + FMA, whatever the library's baseline flags are, and is
-// only called after the run-time check in scan_cpu.cpp (`cpu_has_avx2()`). Nothing here is
+// only called after the run-time check in scan_cpu_kernels.h (`cpu_has_avx2()`). Nothing here is
 // inline-able into baseline code (GCC refuses to inline a target function into a caller
 // without the target), so no AVX2 instruction can run on a CPU without it.
 //
@@ -12,7 +12,7 @@
 // share. The kernels below use the AVX2 intrinsics directly (cross-lane shifts, float->double
 // conversion, streaming stores), which at::vec does not expose for this build anyway.
 //
-// The arithmetic (see scan_cpu.cpp, "Arithmetic"): a line is cut into fixed blocks (in scan
+// The arithmetic (see scan_cpu_kernels.h, "Arithmetic"): a line is cut into fixed blocks (in scan
 // order, from the line's start); inside a block, the local prefix L is computed from the
 // block's own elements only: groups of 8 elements = two vectors of 4 float64 lanes, each
 // scanned in registers (two log steps: shift by 1 lane, shift by 2 lanes), the second offset

@@ -2,7 +2,7 @@
 // float64 lanes: float32 accumulates in float64, as torch's CPU kernel does with
 // at::acc_type<float, /*is_cuda=*/false> = double).
 //
-// Included by scan_cpu.cpp only, after scan_cpu_avx2.h and inside the same
+// Included by scan_cpu_kernels.h only, after scan_cpu_avx2.h and inside the same
 // `#pragma GCC target("avx2,fma")` region (it uses that header's lane shifts, loads, stores and
 // AffineOp); called only after the run-time check `use_avx2()`.
 //

@@ -1,7 +1,7 @@
 """CPU back end: results are bitwise identical run to run and for every thread count, accurate
 (float32 accumulates in float64), and calls from several Python threads at once are safe.
 
-The shapes drive every scheduling path of ops/cpu/scan_cpu.cpp: many short rows, rows of 4,
+The shapes drive every scheduling path of ops/cpu/scan_cpu_kernels.h: many short rows, rows of 4,
 few long rows (the chained scan over fixed blocks, with a tail), a 1-D line, blocked column
 scans (few columns, long lines), middle-dim and outer-dim column scans.
 """
@@ -737,7 +737,7 @@ def _payload_data(shape, dtype, gen):
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["float32", "float64"])
 def test_nan_payloads_independent_of_threads(dtype, seed):
     """Every bit, NaN payloads included, the same at 1-4 threads: a NaN carry of a block is
-    the canonical NaN whichever walk computed the block's total (scan_cpu.cpp, settle_nan).
+    the canonical NaN whichever walk computed the block's total (scan_cpu_kernels.h, settle_nan).
     Before, 1-D lines, few long rows and blocked columns with NaNs from two sources gave
     other NaN payloads at 1 thread than at 2-3."""
     gen = torch.Generator().manual_seed(seed)
