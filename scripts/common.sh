@@ -87,13 +87,52 @@ cuda_archs() {
   echo "${caps:-9.0}"
 }
 
-# Configure and build (library, GoogleTest suite, examples). The CUDA back end is built when
-# torch is a CUDA build and nvcc is found (SCANOPS_WITH_CUDA=AUTO; ON or OFF to force).
-# A build directory configured for another Python (another torch) is configured afresh.
+# Whether to build the CUDA back end (the SCANOPS_WITH_CUDA value for CMake):
+#   SCANOPS_WITH_CUDA=ON|OFF|AUTO   as given (AUTO: when torch is a CUDA build and nvcc is found,
+#                                   with or without a GPU);
+#   SCANOPS_WITH_CUDA=pinned|newest ON for that torch choice only, OFF for the other (CI: the
+#                                   kernels compile once, against the GPU machines' torch);
+#   unset                           ON when a GPU is present (nvidia-smi lists one), else OFF:
+#                                   a machine without a GPU gets the CPU back end in minutes
+#                                   instead of ~15 more of CUDA compiling it could not run.
+cuda_choice() {
+  case "${SCANOPS_WITH_CUDA:-}" in
+    pinned|newest) [ "$SCANOPS_WITH_CUDA" = "$TORCH_CHOICE" ] && echo ON || echo OFF ;;
+    "") if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q '^GPU '; then
+          echo ON; else echo OFF; fi ;;
+    *) echo "$SCANOPS_WITH_CUDA" ;;
+  esac
+}
+
+# A compiler cache shared by every build of this checkout: ccache (CMakeLists.txt sets it as
+# the compiler launcher when installed) with paths rewritten relative to the build directory,
+# so that builds at the same depth below $REPO share objects: build/ and build-pip/ (the pip
+# install test), build-newest/build and build-newest/build-pip.
+export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$REPO}" CCACHE_NOHASHDIR="${CCACHE_NOHASHDIR:-1}"
+
+# Times the phases of a script: phase_begin NAME ... phase_end appends "NAME seconds" to
+# $PHASES_FILE (when set); phase_summary prints them. (Not a wrapper function: a command run
+# as `f || ...` would run f with `set -e` ignored inside it.)
+phase_begin() { PHASE_NAME="$1"; PHASE_T0=$(date +%s); }
+phase_end() {
+  [ -z "${PHASES_FILE:-}" ] ||
+    printf '%-52s %5d s\n' "$PHASE_NAME" $(( $(date +%s) - PHASE_T0 )) >>"$PHASES_FILE"
+}
+phase_summary() {
+  [ -n "${PHASES_FILE:-}" ] && [ -f "$PHASES_FILE" ] || return 0
+  log "time per phase ($1)"
+  cat "$PHASES_FILE"
+}
+
+# Configure and build. The CUDA back end as cuda_choice says. A build directory configured for
+# another Python (another torch) is configured afresh; one configured with another CUDA choice
+# is reconfigured. Arguments: the targets to build (default: all: the library, the GoogleTest
+# suite, the examples).
 build() {
   local cmake_bin="cmake"
   [ -x "$PYBIN/cmake" ] && cmake_bin="$PYBIN/cmake"
-  local gen=() fresh=()
+  local gen=() fresh=() cuda
+  cuda="$(cuda_choice)"
   if [ -x "$PYBIN/ninja" ] || command -v ninja >/dev/null; then gen=(-G Ninja); fi
   local cache="$BUILD_DIR/CMakeCache.txt"
   if [ -f "$cache" ] &&
@@ -101,13 +140,16 @@ build() {
     log "$BUILD_DIR was configured for another Python: configuring afresh for $PY"
     fresh=(--fresh)
   fi
-  if [ ! -f "$cache" ] || [ ${#fresh[@]} -gt 0 ]; then
-    log "configuring $BUILD_DIR (CUDA: ${SCANOPS_WITH_CUDA:-AUTO}, archs: $(cuda_archs))"
+  if [ ! -f "$cache" ] || [ ${#fresh[@]} -gt 0 ] ||
+     [ "$(sed -n 's/^SCANOPS_WITH_CUDA:[A-Z]*=//p' "$cache")" != "$cuda" ]; then
+    log "configuring $BUILD_DIR (CUDA back end: $cuda, archs: $(cuda_archs))"
     "$cmake_bin" "${fresh[@]}" -S "$REPO" -B "$BUILD_DIR" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release \
-      -DPython3_EXECUTABLE="$PY" -DSCANOPS_WITH_CUDA="${SCANOPS_WITH_CUDA:-AUTO}" \
+      -DPython3_EXECUTABLE="$PY" -DSCANOPS_WITH_CUDA="$cuda" \
       -DSCANOPS_CUDA_ARCHS="$(cuda_archs)" ${SCANOPS_CMAKE_ARGS:-}
   fi
-  log "building $BUILD_DIR"
-  "$cmake_bin" --build "$BUILD_DIR" --parallel "${SCANOPS_JOBS:-$(nproc)}"
+  log "building $BUILD_DIR${1:+ (targets: $*)}"
+  local targets=()
+  [ $# -gt 0 ] && targets=(--target "$@")
+  "$cmake_bin" --build "$BUILD_DIR" --parallel "${SCANOPS_JOBS:-$(nproc)}" "${targets[@]}"
   export SCANOPS_LIBRARY="$BUILD_DIR/libscanops.so"
 }

@@ -30,6 +30,8 @@
 #   SCANOPS_AOTI_DEVICES   devices to compile AOTI packages for (default: cpu, plus cuda when
 #                          torch sees a GPU)
 #   SCANOPS_CUDA_ARCHS     the pip step's CUDA architectures (default: those of SCANOPS_BUILD_DIR)
+#   SCANOPS_WITH_CUDA      the pip step's CUDA back end, ON/OFF/AUTO (default: SCANOPS_BUILD_DIR's)
+#   SCANOPS_PIP_BUILD_DIR  the pip step's build directory (default: SCANOPS_BUILD_DIR-pip)
 set -euo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 BUILD_DIR="${SCANOPS_BUILD_DIR:-$REPO/build}"
@@ -179,13 +181,25 @@ step_pip() {
   tsite="$("$PY" -c 'import os, torch; print(os.path.dirname(os.path.dirname(torch.__file__)))')"
   ln -s "$tsite/torch" "$site/torch"
   if [ -d "$tsite/nvidia" ]; then ln -s "$tsite/nvidia" "$site/nvidia"; fi
-  # Same CUDA architectures as the main build (a GPU-less CI builds one, not the release list).
-  local archs="${SCANOPS_CUDA_ARCHS:-}"
-  if [ -z "$archs" ] && [ -f "$BUILD_DIR/CMakeCache.txt" ]; then
-    archs="$(sed -n 's/^SCANOPS_CUDA_ARCHS:[A-Z]*=//p' "$BUILD_DIR/CMakeCache.txt")"
+  # The main build's back ends, CUDA architectures (a GPU-less CI builds one, not the release
+  # list) and compilers (scikit-build-core would take g++ where CMake took c++), and a build
+  # directory at the same depth below the repository as the main build's: with
+  # scripts/common.sh's CCACHE_BASEDIR every object is then a compiler-cache hit of the main
+  # build's (the same command line), and the pip install links rather than compiles.
+  local archs="${SCANOPS_CUDA_ARCHS:-}" cuda="${SCANOPS_WITH_CUDA:-}" cxx="" cudahost=""
+  local cache="$BUILD_DIR/CMakeCache.txt"
+  if [ -f "$cache" ]; then
+    [ -n "$archs" ] || archs="$(sed -n 's/^SCANOPS_CUDA_ARCHS:[A-Z]*=//p' "$cache")"
+    case "$cuda" in ON|OFF|AUTO) ;; *) cuda="$(sed -n 's/^SCANOPS_WITH_CUDA:[A-Z]*=//p' "$cache")" ;; esac
+    cxx="$(sed -n 's/^CMAKE_CXX_COMPILER:[A-Z]*=//p' "$cache")"
+    cudahost="$(sed -n 's/^CMAKE_CUDA_HOST_COMPILER:[A-Z]*=//p' "$cache")"
   fi
-  timed pip-install env ${archs:+SCANOPS_CUDA_ARCHS="$archs"} "$PY" -m pip install -q \
-    --no-build-isolation --no-deps --target "$site" -C build-dir="$WORK/pip-build" "$REPO"
+  case "$cuda" in ON|OFF|AUTO) ;; *) cuda="" ;; esac
+  local pip_build="${SCANOPS_PIP_BUILD_DIR:-$BUILD_DIR-pip}"
+  timed pip-install env ${archs:+SCANOPS_CUDA_ARCHS="$archs"} ${cuda:+SCANOPS_WITH_CUDA="$cuda"} \
+    ${cxx:+CXX="$cxx"} ${cudahost:+CUDAHOSTCXX="$cudahost"} \
+    "$PY" -m pip install -q --no-build-isolation --no-deps --target "$site" \
+    -C build-dir="$pip_build" "$REPO"
   local lib="$site/scanops/lib/libscanops.so"
   for f in scanops/__init__.py scanops/__main__.py scanops/_build_info.py scanops/lib/libscanops.so \
            scanops/include/scanops/scanops.h scanops/lib/cmake/scanops/scanopsConfig.cmake; do
