@@ -57,9 +57,10 @@ cd "$REPO"
 jobs="${SCANOPS_TEST_JOBS:-$(nproc)}"
 xdist=()
 if [ "$jobs" -gt 1 ] && "$PY" -c 'import xdist' 2>/dev/null; then
-  # loadgroup: tests spread one by one, except a group (the consumer tests, which share
-  # one work directory) that stays on one worker.
-  xdist=(-n "$jobs" --dist loadgroup)
+  # loadfile: a test file's tests run on one worker, in order (the consumer tests share one
+  # work directory and build on each other's steps). (--dist loadgroup with an xdist_group
+  # mark did not keep a module's tests together with pytest 9.2 and pytest-xdist 3.8.)
+  xdist=(-n "$jobs" --dist loadfile)
 fi
 rc=0
 phase_begin "pytest test/python test/consumers (${xdist[*]:-1 process})"

@@ -27,10 +27,6 @@ PYBIN = Path(sys.executable).parent
 sys.path.insert(0, str(HERE))
 import doc_examples  # noqa: E402
 
-# The steps share one work directory (WORK) and build on each other: one pytest-xdist worker
-# runs them all, in order.
-pytestmark = pytest.mark.xdist_group("consumers")
-
 CMAKE = shutil.which("cmake", path=f"{PYBIN}{os.pathsep}{os.environ.get('PATH', '')}")
 CXX = shutil.which(os.environ.get("CXX", "g++")) or shutil.which("c++")
 
