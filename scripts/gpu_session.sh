@@ -35,9 +35,10 @@ for s in "${steps[@]}"; do
       ( cd "$REPO" && "$SCANOPS_PYTHON" test/cuda_exact_check.py ) > "$OUT/exact.log" 2>&1 || rc=1
       tail -4 "$OUT/exact.log" ;;
     sanitize)
-      for tool in memcheck racecheck; do
-        # racecheck runs ~100x slower: one shape per kernel family (SCANOPS_SANITIZE_SUBSET)
-        subset=$([ $tool = racecheck ] && echo 1 || echo 0)
+      # SANITIZE_TOOLS (default: all four). memcheck runs every case; racecheck (~100x slower),
+      # synccheck and initcheck one shape per kernel family (SCANOPS_SANITIZE_SUBSET).
+      for tool in ${SANITIZE_TOOLS:-memcheck racecheck synccheck initcheck}; do
+        subset=$([ $tool = memcheck ] && echo 0 || echo 1)
         ( cd "$REPO" && SCANOPS_SANITIZE_SUBSET=$subset compute-sanitizer --tool $tool --error-exitcode 3 "$SCANOPS_PYTHON" test/sanitize_cases.py ) > "$OUT/sanitize-$tool.log" 2>&1 || rc=1
         echo "compute-sanitizer $tool:"; tail -3 "$OUT/sanitize-$tool.log"
       done ;;
