@@ -302,15 +302,30 @@ void along_pairs(at::Tensor& out, int64_t dim, bool reverse, bool at_later, cons
   out.narrow_symint(dim, low_end ? c10::SymInt(0) : n - 1, 1).fill_(fill);
 }
 
-// logcumsumexp's backward in one linear recurrence (real types, no graph recorded). With y the
-// output, dx[j] = sum over k at or after j in scan order (after j: exclusive) of
-// g[k] exp(x[j] - y[k]). Inclusive: Q[j] = sum_{k >= j} g[k] exp(y[j] - y[k]) is the
+// logcumsumexp(x; e, r) = y. dx[j] = sum over the outputs k that include x[j] (k at or after j
+// in scan order; after j: exclusive) of g[k] exp(x[j] - y[k]). One rule on every path (fused,
+// composite, complex; CPU and CUDA are the same code):
+// - a NaN in g[k] makes NaN every dx[j] it reaches (the elements that output k includes), as
+//   cumsum's backward does, and no other (torch's formula drops it: g > 0 and g < 0 are both
+//   false for NaN, so it counts as 0; a finite result would hide garbage from downstream);
+// - an element that reaches no output (an exclusive scan's last in scan order) gets exactly 0,
+//   whatever x and g hold there (+inf or NaN included), also under double backward;
+// - otherwise torch's special values: NaN where torch's gradient is NaN (a +inf input, an
+//   element whose prefix up to some output is all -inf, a NaN input and everything before it).
+// float16 / bfloat16 run in float32 from the input (LogcumsumexpFn::backward): the saved
+// output, rounded to 8 or 11 bits, loses the differences y[k] - x[j] that the factors
+// exp(x[j] - y[k]) need (at x = 10000 a bfloat16 ulp is 64).
+
+// logcumsumexp's backward in one linear recurrence (real float32 / float64, no graph
+// recorded). Inclusive: Q[j] = sum_{k >= j} g[k] exp(y[j] - y[k]) is the
 // recurrence Q[j] = g[j] + c[next(j)] Q[next(j)], c[k] = exp(y[prev(k)] - y[k]) in [0, 1], and
 // dx = exp(x - y) Q: one fused scan (lam = c * (g + lam) exclusive, + g, times exp(x - y)).
 // Exclusive (y[next(j)] is the inclusive output at j, >= x[j]): dx[j] = exp(x[j] - y[next(j)])
 // Q'[next(j)], Q'[j] = g[j] + a[j] Q'[next(j)], a[j] = exp(y[j] - y[next(j)]); the last 0.
 // Every factor is an exp of a difference <= 0: no overflow, where torch's formula takes the
 // logs of |g| and runs two log-sum-exp scans (compute bound) and ~15 elementwise passes.
+// A NaN in g[k] reaches Q at k and every position before it (a coefficient 0 times NaN is
+// NaN): the rule above.
 // y is clamped to finite values for the coefficients: equal infinities (a +inf input and
 // everything after it, or an all -inf prefix) give c = 1 instead of exp(inf - inf) = NaN,
 // which would reach every earlier position through the recurrence (torch's gradient is finite
@@ -347,10 +362,53 @@ at::Tensor logcumsumexp_backward_fused(const at::Tensor& x, const at::Tensor& y,
                                  /*shift_mul=*/false, /*wide_acc=*/true);
 }
 
-// logcumsumexp(x; e, r) = y. dx_k = sum over the outputs i that include x_k of g_i exp(x_k - y_i)
-// = exp(x_k + logcumsumexp(log g - y; e, !r)_k), with the positive and negative parts of g
-// apart so that logs stay real (torch's formula; one complex scan for complex g): with
-// create_graph, and for complex g; otherwise logcumsumexp_backward_fused above.
+// x with an exclusive scan's last element in scan order (the one that reaches no output) set
+// to 0. The composite formulas below give that element exp(x + L), L the back scan's identity
+// -inf: exp(-inf + x) is NaN for x = +inf (or NaN), exp(-inf + 0) exactly 0, and nothing
+// non-finite enters the graph there, so its higher derivatives are 0 too.
+at::Tensor unreached_to_zero(const at::Tensor& x, const Flags& f) {
+  const c10::SymInt n = x.sym_size(f.dim);
+  const at::Tensor zero = at::zeros_like(x.narrow_symint(f.dim, 0, 1));
+  return f.reverse ? at::cat({zero, x.narrow_symint(f.dim, 1, n - 1)}, f.dim)
+                   : at::cat({x.narrow_symint(f.dim, 0, n - 1), zero}, f.dim);
+}
+
+// dx from x, its output y and the incoming gradient g (one dtype: float32, float64 or complex;
+// at least one element, at least one dim). With create_graph, and for complex g, torch's
+// formula: dx_k = exp(x_k + logcumsumexp(log g - y; e, !r)_k), with the positive and negative
+// parts of g apart so that logs stay real (one complex scan for complex g); a NaN in g is NaN
+// in both parts (torch's g > 0 / g < 0 masks would drop it). Otherwise
+// logcumsumexp_backward_fused above.
+at::Tensor logcumsumexp_grad(const at::Tensor& x, const at::Tensor& y, const at::Tensor& g,
+                             const Flags& f) {
+  const ScanOptions back{.exclusive = f.exclusive, .reverse = !f.reverse};
+  if (g.is_complex()) {
+    // log(0) is -inf + 0j, whose derivative is not finite: zero gradients take a finite
+    // stand-in under a where, so double backward stays finite (torch's formula gives NaN).
+    // A NaN (either part) is no zero: its log is NaN and reaches what it reaches.
+    const at::Tensor zero = g == 0;
+    const at::Tensor log_g = at::where(zero, at::scalar_tensor(-1e30, y.options()),
+                                       at::where(zero, at::ones_like(g), g).conj().log());
+    const at::Tensor xe = f.exclusive ? unreached_to_zero(x, f) : x;
+    const at::Tensor out = (scanops::logcumsumexp(log_g - y, f.dim, back) + xe).exp();
+    return out.conj();
+  }
+  const at::Scalar lowest = AT_DISPATCH_FLOATING_TYPES(
+      g.scalar_type(), "scanops.logcumsumexp_backward",
+      [] { return at::Scalar(std::numeric_limits<scalar_t>::lowest()); });
+  if (fuse_backward()) return logcumsumexp_backward_fused(x, y, g, f, lowest);
+  const at::Tensor floor = at::scalar_tensor(lowest, g.options());
+  const at::Tensor log_abs = g.abs().log();
+  const at::Tensor log_pos = at::where(g <= 0, floor, log_abs);  // NaN stays NaN
+  const at::Tensor log_neg = at::where(g >= 0, floor, log_abs);
+  const at::Tensor xe = f.exclusive ? unreached_to_zero(x, f) : x;
+  const at::Tensor pos = (scanops::logcumsumexp(log_pos - y, f.dim, back) + xe).exp();
+  const at::Tensor neg = (scanops::logcumsumexp(log_neg - y, f.dim, back) + xe).exp();
+  return pos - neg;
+}
+
+bool is_half_precision(at::ScalarType t) { return t == at::kHalf || t == at::kBFloat16; }
+
 class LogcumsumexpFn : public torch::autograd::Function<LogcumsumexpFn> {
  public:
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& self, int64_t dim,
@@ -358,40 +416,30 @@ class LogcumsumexpFn : public torch::autograd::Function<LogcumsumexpFn> {
     save_flags(ctx, dim, exclusive, reverse);
     at::AutoDispatchBelowADInplaceOrView guard;
     at::Tensor out = scanops::logcumsumexp(self, dim, {exclusive, reverse});
-    ctx->save_for_backward({self, out});
+    // (float16 / bfloat16: the backward recomputes the output in float32)
+    if (is_half_precision(self.scalar_type())) {
+      ctx->save_for_backward({self});
+    } else {
+      ctx->save_for_backward({self, out});
+    }
     return out;
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const Flags f = load_flags(ctx);
     const auto saved = ctx->get_saved_variables();
     const at::Tensor& self = saved[0];
-    const at::Tensor& result = saved[1];
     const at::Tensor& g = grads[0];
+    // (0-dim: y = x, dx = g; exclusive: y = -inf, reaching no output: 0)
     if (self.dim() == 0) return {f.exclusive ? at::zeros_like(g) : g, {}, {}, {}};
     if (g.sym_numel() == 0) return {g, {}, {}, {}};
-    const ScanOptions back{.exclusive = f.exclusive, .reverse = !f.reverse};
-    if (g.is_complex()) {
-      // log(0) is -inf + 0j, whose derivative is not finite: zero gradients take a finite
-      // stand-in under a where, so double backward stays finite (torch's formula gives NaN).
-      const at::Tensor zero = g == 0;
-      const at::Tensor log_g = at::where(zero, at::scalar_tensor(-1e30, result.options()),
-                                         at::where(zero, at::ones_like(g), g).conj().log());
-      const at::Tensor out = (scanops::logcumsumexp(log_g - result, f.dim, back) + self).exp();
-      return {out.conj(), {}, {}, {}};
-    }
-    const at::Scalar lowest = AT_DISPATCH_FLOATING_TYPES_AND2(
-        at::kHalf, at::kBFloat16, g.scalar_type(), "scanops.logcumsumexp_backward",
-        [] { return at::Scalar(std::numeric_limits<scalar_t>::lowest()); });
-    if (fuse_backward()) {
-      return {logcumsumexp_backward_fused(self, result, g, f, lowest), {}, {}, {}};
-    }
-    const at::Tensor floor = at::scalar_tensor(lowest, g.options());
-    const at::Tensor log_abs = g.abs().log();
-    const at::Tensor log_pos = at::where(g > 0, log_abs, floor);
-    const at::Tensor log_neg = at::where(g < 0, log_abs, floor);
-    const at::Tensor pos = (scanops::logcumsumexp(log_pos - result, f.dim, back) + self).exp();
-    const at::Tensor neg = (scanops::logcumsumexp(log_neg - result, f.dim, back) + self).exp();
-    return {pos - neg, {}, {}, {}};
+    if (saved.size() == 2) return {logcumsumexp_grad(self, saved[1], g, f), {}, {}, {}};
+    // float16 / bfloat16: x, y and g in float32, y recomputed from x (one more scan), rounded
+    // once at the end. With the saved output, the bfloat16 gradient of PyTorch's OpInfo
+    // sample (5, 5, 5) along dim 1 (a slab of 10000s) was 4.1 off, torch's 1.5; now 0.006
+    // (test/python/test_lse_backward.py compares every sample and long lines with torch).
+    const at::Tensor x = self.to(at::kFloat);
+    const at::Tensor y = scanops::logcumsumexp(x, f.dim, {f.exclusive, f.reverse});
+    return {logcumsumexp_grad(x, y, g.to(at::kFloat), f).to(self.scalar_type()), {}, {}, {}};
   }
 };
 
