@@ -95,8 +95,8 @@ if [ "$jobs" -gt 1 ] && "$PY" -c 'import xdist' 2>/dev/null; then
   xdist=(-n "$jobs" --dist loadfile)
 fi
 rc=0
-phase_begin "pytest test/python test/consumers (${xdist[*]:-1 process})"
-"$PY" -m pytest -q "${xdist[@]}" test/python test/consumers "$@" || rc=$?
+phase_begin "pytest test/python test/consumers test/fuzz (${xdist[*]:-1 process})"
+"$PY" -m pytest -q "${xdist[@]}" test/python test/consumers test/fuzz "$@" || rc=$?
 phase_end
 [ -n "$own_phases" ] && { phase_summary "torch $TORCH_CHOICE"; rm -f "$own_phases"; }
 exit $rc
