@@ -7,8 +7,8 @@
 #
 # Which torch: SCANOPS_TORCH=pinned (default: torch 2.11.0, requirements.txt, .venv, build/),
 # SCANOPS_TORCH=newest (torch 2.15.0, requirements-newest.txt, build-newest/), or
-# SCANOPS_TORCH=both (the two; CI, .ci/run: the newest torch's environment is made while the
-# pinned one builds, its build runs beside the pinned tests); SCANOPS_PYTHON=<python> uses that Python's torch
+# SCANOPS_TORCH=both (the two in turn; CI, .ci/run: the newest torch's environment is made
+# while the pinned one builds and tests); SCANOPS_PYTHON=<python> uses that Python's torch
 # instead. Which back ends: SCANOPS_WITH_CUDA (see cuda_choice in scripts/common.sh).
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 if [ "$TORCH_CHOICE" = both ] && [ -z "${SCANOPS_PYTHON:-}" ]; then
@@ -21,41 +21,17 @@ if [ "$TORCH_CHOICE" = both ] && [ -z "${SCANOPS_PYTHON:-}" ]; then
     rc=$?; echo "venv-seconds $(( $(date +%s) - t0 )) rc $rc" >>"$venv_log"; exit $rc ) &
   venv_pid=$!
   failed=()
-  pin_phases="$(mktemp)"; new_phases="$(mktemp)"
-  run_choice() {  # run_choice CHOICE STEPS PHASES [pytest args]: this script for one torch
-    local choice="$1" steps="$2" phases="$3"; shift 3
-    PHASES_FILE="$phases" SCANOPS_TEST_STEPS="$steps" SCANOPS_TORCH="$choice" \
-      bash "${BASH_SOURCE[0]}" "$@"
-  }
-  log "===== torch: pinned ($(torch_pin requirements.txt)): build"
-  pinned_built=1
-  run_choice pinned build "$pin_phases" || { failed+=("pinned (build)"); pinned_built=0; }
-  # The newest torch's build runs beside the pinned torch's tests: the tests leave a core idle
-  # part of the time (single-threaded steps, waits on subprocesses).
-  newest_build_log="$REPO/build-newest/build.log"
-  newest_env=1
-  wait "$venv_pid" || { cat "$venv_log"; failed+=("newest (environment)"); newest_env=0; }
-  if [ $newest_env = 1 ]; then
-    log "newest torch's environment, made in the background: $(tail -1 "$venv_log")"
-    log "===== torch: newest ($(torch_pin requirements-newest.txt)): build, in the background (log: $newest_build_log)"
-    run_choice newest build "$new_phases" >"$newest_build_log" 2>&1 &
-    newest_build_pid=$!
-  fi
-  if [ $pinned_built = 1 ]; then
-    log "===== torch: pinned ($(torch_pin requirements.txt)): tests"
-    run_choice pinned test "$pin_phases" "$@" || failed+=("pinned")
-  fi
-  if [ $newest_env = 1 ]; then
-    newest_built=1
-    wait "$newest_build_pid" || { failed+=("newest (build)"); newest_built=0; }
-    log "===== torch: newest ($(torch_pin requirements-newest.txt)): its build's log"
-    cat "$newest_build_log"
-    if [ $newest_built = 1 ]; then
-      log "===== torch: newest ($(torch_pin requirements-newest.txt)): tests"
-      run_choice newest test "$new_phases" "$@" || failed+=("newest")
+  summaries=()
+  for choice in pinned newest; do
+    log "===== torch: $choice ($(torch_pin "$([ $choice = pinned ] && echo requirements.txt || echo requirements-newest.txt)"))"
+    if [ $choice = newest ]; then
+      wait "$venv_pid" || { cat "$venv_log"; failed+=("newest (environment)"); continue; }
+      log "newest torch's environment, made in the background: $(tail -1 "$venv_log")"
     fi
-  fi
-  summaries=("pinned:$pin_phases" "newest (its build beside the pinned tests):$new_phases")
+    phases="$(mktemp)"
+    PHASES_FILE="$phases" SCANOPS_TORCH=$choice bash "${BASH_SOURCE[0]}" "$@" || failed+=("$choice")
+    summaries+=("$choice:$phases")
+  done
   log "time per phase, both torches (total $(( $(date +%s) - t_start )) s)"
   for s in "${summaries[@]}"; do echo "[${s%%:*}]"; cat "${s#*:}"; rm -f "${s#*:}"; done
   if [ ${#failed[@]} -gt 0 ]; then
@@ -67,17 +43,9 @@ if [ "$TORCH_CHOICE" = both ] && [ -z "${SCANOPS_PYTHON:-}" ]; then
 fi
 own_phases=""
 if [ -z "${PHASES_FILE:-}" ]; then own_phases="$(mktemp)"; export PHASES_FILE="$own_phases"; fi
-# SCANOPS_TEST_STEPS (used by the both-torches run above): build, test, or all (default).
-steps="${SCANOPS_TEST_STEPS:-all}"
-if [ "$steps" != test ]; then
-  phase_begin "system packages"; install_system_packages; phase_end
-  phase_begin "python environment (torch, tools)"; setup_python; phase_end
-  phase_begin "build (CUDA back end: $(cuda_choice))"; build; phase_end
-  [ "$steps" = build ] && exit 0
-else
-  setup_python >/dev/null
-  export SCANOPS_LIBRARY="$BUILD_DIR/libscanops.so"
-fi
+phase_begin "system packages"; install_system_packages; phase_end
+phase_begin "python environment (torch, tools)"; setup_python; phase_end
+phase_begin "build (CUDA back end: $(cuda_choice))"; build; phase_end
 export SCANOPS_BUILD_DIR="$BUILD_DIR" SCANOPS_CONSUMERS_DIR="$CONSUMERS_DIR"
 export SCANOPS_PYTHON="$PY"
 export PYTHONPATH="$REPO/python${PYTHONPATH:+:$PYTHONPATH}"
