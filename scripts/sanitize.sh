@@ -1,0 +1,132 @@
+#!/usr/bin/env bash
+# Sanitizer runs of the CPU back end (docs/reliability.md):
+#
+#   bash scripts/sanitize.sh [address|thread] [ci|full] [pytest arguments...]
+#
+#   address (default): AddressSanitizer + UndefinedBehaviorSanitizer, build-asan/
+#   thread:            ThreadSanitizer, build-tsan/
+#   ci (default):      the subset chosen to reach every kernel and scheduling path (below)
+#   full:              every CPU Python test but torch.compile / TorchScript / the consumers
+#
+# Configures and builds a CPU-only library with SCANOPS_SANITIZE (cmake/ScanopsSanitize.cmake)
+# against the Python environment of scripts/setup.sh (common.sh: setup_python, build), runs the
+# GoogleTest suite (its executable is instrumented and links the runtime) and the CPU Python
+# tests with the sanitizer runtime preloaded into the (uninstrumented) Python process, then the
+# fuzz (test/fuzz/fuzz_ops.py: fixed seeds and a fresh one). Every report goes to a file under
+# <build dir>/sanitizer-logs/ (child processes of the tests too); the run fails if a test fails
+# or any report was written, and prints the reports.
+#
+# Environment: SCANOPS_SANITIZE_FUZZ_SECONDS (fresh-seed fuzz, default 60; 0: none),
+# SCANOPS_TEST_JOBS (pytest workers, default: the number of cores), SCANOPS_JOBS (build jobs),
+# and those of scripts/common.sh (SCANOPS_TORCH, SCANOPS_PYTHON).
+set -euo pipefail
+mode="${1:-address}"; [ $# -gt 0 ] && shift
+scope="ci"
+if [ $# -gt 0 ] && { [ "$1" = ci ] || [ "$1" = full ]; }; then scope="$1"; shift; fi
+case "$mode" in
+  address|asan) mode=address; sanitize="address,undefined"; dir=build-asan; runtime=libasan.so ;;
+  thread|tsan) mode=thread; sanitize="thread"; dir=build-tsan; runtime=libtsan.so ;;
+  *) echo "usage: $0 [address|thread] [ci|full] [pytest arguments...]" >&2; exit 2 ;;
+esac
+export SCANOPS_BUILD_DIR="${SCANOPS_SANITIZE_BUILD_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/$dir}"
+export SCANOPS_WITH_CUDA=OFF
+export SCANOPS_CMAKE_ARGS="-DSCANOPS_SANITIZE=$sanitize -DSCANOPS_BUILD_EXAMPLES=OFF ${SCANOPS_CMAKE_ARGS:-}"
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+if [ "$TORCH_CHOICE" = both ]; then echo "$0: SCANOPS_TORCH=both: pick pinned or newest" >&2; exit 2; fi
+PHASES_FILE="$(mktemp)"; export PHASES_FILE
+trap 'rm -f "$PHASES_FILE"' EXIT
+t_start=$(date +%s)
+
+phase_begin "python environment"; setup_python; phase_end
+# A build directory configured with other sanitizers is configured afresh (build() reconfigures
+# only for another Python or CUDA choice).
+cache="$BUILD_DIR/CMakeCache.txt"
+if [ -f "$cache" ] && [ "$(sed -n 's/^SCANOPS_SANITIZE:[A-Z]*=//p' "$cache")" != "$sanitize" ]; then
+  rm -f "$cache"
+fi
+phase_begin "build ($dir, -fsanitize=$sanitize)"; build; phase_end
+
+# The sanitizer runtime of the compiler that built the library, preloaded into Python (a
+# runtime must be loaded before anything it intercepts).
+cxx="$(sed -n 's/^CMAKE_CXX_COMPILER:[A-Z]*=//p' "$cache")"
+rt="$(readlink -f "$("${cxx:-g++}" -print-file-name="$runtime")")"
+[ -f "$rt" ] || { echo "$0: $runtime not found ($cxx -print-file-name=$runtime)" >&2; exit 1; }
+# libstdc++ too: Python does not link it, and a runtime loaded before it finds no
+# __cxa_throw to intercept (ASan: "CHECK failed: ... real___cxa_throw != 0" at the first C++
+# exception, i.e. every bad-input test).
+stdcxx="$(readlink -f "$("${cxx:-g++}" -print-file-name=libstdc++.so.6)")"
+preload="$rt:$stdcxx${LD_PRELOAD:+:$LD_PRELOAD}"
+logs="$BUILD_DIR/sanitizer-logs"
+rm -rf "$logs"; mkdir -p "$logs"
+supp="$REPO/test/sanitize"
+# Python and libtorch are not instrumented: leak checking would report every allocation that
+# lives until exit (detect_leaks=0). A report aborts (a test sees its process die; pytest's
+# faulthandler names the test) and is written to $logs/<tool>.<pid>.
+export ASAN_OPTIONS="detect_leaks=0:abort_on_error=1:halt_on_error=1:log_path=$logs/asan:${ASAN_OPTIONS:-}"
+export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:abort_on_error=1:log_path=$logs/ubsan:suppressions=$supp/ubsan.supp:${UBSAN_OPTIONS:-}"
+export TSAN_OPTIONS="halt_on_error=1:abort_on_error=1:second_deadlock_stack=1:log_path=$logs/tsan:suppressions=$supp/tsan.supp:${TSAN_OPTIONS:-}"
+export SCANOPS_LIBRARY="$BUILD_DIR/libscanops.so" PYTHONPATH="$REPO/python${PYTHONPATH:+:$PYTHONPATH}"
+
+rc=0
+if [ "$mode" = thread ]; then
+  # The set-up's own check: an OpenMP region with the fork/join edges of
+  # tsan_omp_fork_join.cpp gives no report on correct code and one on a planted race.
+  log "ThreadSanitizer self-test (test/sanitize/tsan_omp_selftest.cpp)"
+  phase_begin "tsan self-test"
+  st="$BUILD_DIR/tsan_omp_selftest"
+  "${cxx:-g++}" -O1 -g -fopenmp -fsanitize=thread "$supp/tsan_omp_selftest.cpp" \
+    "$supp/tsan_omp_fork_join.cpp" -ldl -o "$st"
+  n_ok=$(TSAN_OPTIONS=halt_on_error=0 "$st" ok 2>&1 | grep -c "WARNING: ThreadSanitizer" || true)
+  n_race=$(TSAN_OPTIONS=halt_on_error=0 "$st" race 2>&1 | grep -c "WARNING: ThreadSanitizer" || true)
+  echo "reports: $n_ok on correct code (want 0), $n_race on the planted race (want 1 or more)"
+  if [ "$n_ok" != 0 ] || [ "$n_race" = 0 ]; then echo "TSan self-test FAILED"; rc=1; fi
+  phase_end
+fi
+log "GoogleTest (ctest), instrumented"
+ctest_bin="ctest"; [ -x "$PYBIN/ctest" ] && ctest_bin="$PYBIN/ctest"
+phase_begin "ctest"
+"$ctest_bin" --test-dir "$BUILD_DIR" --output-on-failure || rc=1
+phase_end
+
+# The CPU Python tests. ci: every kernel and scheduling path, every op, dtype class, flag and
+# layout, thread counts 1-4, the store / populate / huge-page modes, the portable kernels, the
+# fused backward scans (docs/reliability.md lists what each file brings); the cases that only
+# repeat a path at more sizes or dtypes are left to the full run.
+cd "$REPO"
+if [ "$scope" = full ]; then
+  tests=(test/python test/fuzz --ignore=test/python/test_pt2.py --ignore=test/python/test_torchscript.py)
+else
+  tests=(test/python/test_cpu_threads.py test/python/test_ops.py test/python/test_family.py
+         test/python/test_errors.py test/python/test_broadcast.py test/python/test_fused_backward.py
+         test/python/test_autograd.py)
+fi
+jobs="${SCANOPS_TEST_JOBS:-$(nproc)}"
+xdist=()
+if [ "$jobs" -gt 1 ] && "$PY" -c 'import xdist' 2>/dev/null; then xdist=(-n "$jobs"); fi
+log "pytest under $mode sanitizer ($scope: ${tests[*]}), LD_PRELOAD=$preload"
+phase_begin "pytest ($scope, ${xdist[*]:-1 process})"
+LD_PRELOAD="$preload" "$PY" -m pytest -q -p no:cacheprovider "${xdist[@]}" \
+  "${tests[@]}" "$@" || rc=1
+phase_end
+
+# The fuzz: fixed seeds (the same cases every run) and a fresh seed (printed; a failure prints
+# the command that replays it).
+fuzz=(env LD_PRELOAD="$preload" "$PY" test/fuzz/fuzz_ops.py)
+phase_begin "fuzz, fixed seeds 1-3"
+for s in 1 2 3; do "${fuzz[@]}" --seed "$s" --cases "${SCANOPS_SANITIZE_FUZZ_CASES:-150}" || rc=1; done
+phase_end
+fs="${SCANOPS_SANITIZE_FUZZ_SECONDS:-60}"
+if [ "$fs" != 0 ]; then
+  phase_begin "fuzz, fresh seed, $fs s"
+  "${fuzz[@]}" --seconds "$fs" || rc=1
+  phase_end
+fi
+
+if compgen -G "$logs/*" >/dev/null; then
+  log "sanitizer reports ($logs)"
+  for f in "$logs"/*; do echo "---- $f"; cat "$f"; done
+  rc=1
+fi
+phase_summary "$mode sanitizer, $scope, total $(( $(date +%s) - t_start )) s"
+if [ $rc -ne 0 ]; then log "FAILED ($mode sanitizer)"; else log "passed ($mode sanitizer: no report)"; fi
+exit $rc
