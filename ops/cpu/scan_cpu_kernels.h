@@ -142,6 +142,17 @@ inline void with_bool(bool b, F&& f) {
   }
 }
 
+// with_bool for the mask flag of a kernel: only sums take a mask (masked_cumsum; the engine
+// never hands another combine one), so the other combines instantiate no masked walk.
+template <bool kCanMask, class F>
+inline void with_mask(bool masked, F&& f) {
+  if constexpr (kCanMask) {
+    with_bool(masked, std::forward<F>(f));
+  } else {
+    f(std::false_type{});
+  }
+}
+
 // SCANOPS_CPU_STREAM: unset or 0 (regular stores), positive (streaming stores at every size),
 // negative (streaming stores for outputs of at least kStreamBytes, the default before
 // 2026-11-24); see use_streaming_stores.
@@ -648,11 +659,17 @@ struct WholeLines : std::bool_constant<Combine::costly> {};
 template <class Combine>
 struct AssociationFree : std::bool_constant<Combine::selects> {};
 
+template <class Combine>
+struct is_sum_combine : std::false_type {};
+template <class acc_t>
+struct is_sum_combine<SumCombine<acc_t>> : std::true_type {};
+
 template <class Combine, class in_t, class out_t>
 struct GenericKernel {
   using S = typename Combine::state_t;
   using cst_t = S;
   static constexpr int kComps = 1;
+  static constexpr bool kCanMask = is_sum_combine<Combine>::value;
 
   static S identity() { return Combine::identity(); }
   static S settle(const S& s) {
@@ -720,12 +737,12 @@ struct GenericKernel {
     const bool masked = c.mask != nullptr;
     if (!write) {
       with_bool(c.reverse, [&](auto R) {
-        with_bool(masked, [&](auto M) { r = row_block_impl<R(), M(), false, false, false>(c, o, s0, s1, C); });
+        with_mask<kCanMask>(masked, [&](auto M) { r = row_block_impl<R(), M(), false, false, false>(c, o, s0, s1, C); });
       });
       return r;
     }
     with_bool(c.reverse, [&](auto R) {
-      with_bool(masked, [&](auto M) {
+      with_mask<kCanMask>(masked, [&](auto M) {
         with_bool(c.exclusive, [&](auto E) {
           with_bool(carry, [&](auto Cy) { r = row_block_impl<R(), M(), E(), true, Cy()>(c, o, s0, s1, C); });
         });
@@ -737,7 +754,7 @@ struct GenericKernel {
   static void rows_short(const Ctx& c, int64_t o0, int64_t o1) {
     const bool masked = c.mask != nullptr;
     with_bool(c.reverse, [&](auto R) {
-      with_bool(masked, [&](auto M) {
+      with_mask<kCanMask>(masked, [&](auto M) {
         with_bool(c.exclusive, [&](auto E) {
           for (int64_t o = o0; o < o1; ++o)
             row_block_impl<R(), M(), E(), true, false>(c, o, 0, c.n, Combine::identity());
@@ -777,10 +794,10 @@ struct GenericKernel {
                        bool write) {
     const bool masked = c.mask != nullptr;
     if (!write) {
-      with_bool(masked, [&](auto M) { col_walk_impl<M(), false, false, false>(c, o, i0, w, s0, s1, L, nullptr); });
+      with_mask<kCanMask>(masked, [&](auto M) { col_walk_impl<M(), false, false, false>(c, o, i0, w, s0, s1, L, nullptr); });
       return;
     }
-    with_bool(masked, [&](auto M) {
+    with_mask<kCanMask>(masked, [&](auto M) {
       with_bool(c.exclusive, [&](auto E) {
         with_bool(C != nullptr,
                   [&](auto Cy) { col_walk_impl<M(), E(), true, Cy()>(c, o, i0, w, s0, s1, L, C); });
@@ -1240,6 +1257,9 @@ struct Scheduler {
 template <class Combine, class in_t, class out_t>
 struct CpuRunner {
   static void run(const ScanProblem& p) {
+    // The kernels of other combines are not instantiated for a mask (with_mask).
+    TORCH_CHECK(!p.mask.defined() || is_sum_combine<Combine>::value, p.spec.op_name,
+                ": internal error: a mask for a combine that takes none");
     const Ctx c{p.input.const_data_ptr<in_t>(),
                 p.coeff.defined() ? p.coeff.const_data_ptr<in_t>() : nullptr,
                 p.mask.defined() ? p.mask.const_data_ptr<bool>() : nullptr,
