@@ -5,19 +5,23 @@
 #
 #   address (default): AddressSanitizer + UndefinedBehaviorSanitizer, build-asan/
 #   thread:            ThreadSanitizer, build-tsan/
-#   ci (default):      the subset chosen to reach every kernel and scheduling path (below)
-#   full:              every CPU Python test but torch.compile / TorchScript / the consumers
+#   ci (default):      ctest, test/sanitize/cpu_paths.py (every kernel, schedule and memory mode
+#                      of the CPU back end) and the fuzz (fixed seeds and a fresh one)
+#   full:              ci plus every CPU Python test file but torch.compile / TorchScript
+#   pytest arguments:  these tests too (e.g. test/python/test_cpu_threads.py -k threads)
 #
 # Configures and builds a CPU-only library with SCANOPS_SANITIZE (cmake/ScanopsSanitize.cmake)
 # against the Python environment of scripts/setup.sh (common.sh: setup_python, build), runs the
-# GoogleTest suite (its executable is instrumented and links the runtime) and the CPU Python
-# tests with the sanitizer runtime preloaded into the (uninstrumented) Python process, then the
-# fuzz (test/fuzz/fuzz_ops.py: fixed seeds and a fresh one). Every report goes to a file under
+# GoogleTest suite (its executable is instrumented and links the runtime), then Python with the
+# sanitizer runtime preloaded (Python itself is not instrumented): test/sanitize/cpu_paths.py,
+# the fuzz (test/fuzz/fuzz_ops.py: fixed seeds and a fresh one) and, for full, the CPU Python
+# test files. Every report goes to a file under
 # <build dir>/sanitizer-logs/ (child processes of the tests too); the run fails if a test fails
 # or any report was written, and prints the reports.
 #
-# Environment: SCANOPS_SANITIZE_FUZZ_SECONDS (fresh-seed fuzz, default 60; 0: none),
-# SCANOPS_TEST_JOBS (pytest workers, default: the number of cores), SCANOPS_JOBS (build jobs),
+# Environment: SCANOPS_SANITIZE_FUZZ_SECONDS (fresh-seed fuzz, default 30; 0: none),
+# SCANOPS_SANITIZE_FUZZ_CASES (cases of each fixed seed, default 60), SCANOPS_TEST_JOBS (pytest
+# workers, default: the number of cores), SCANOPS_JOBS (build jobs),
 # and those of scripts/common.sh (SCANOPS_TORCH, SCANOPS_PYTHON).
 set -euo pipefail
 mode="${1:-address}"; [ $# -gt 0 ] && shift
@@ -33,8 +37,10 @@ export SCANOPS_WITH_CUDA=OFF
 export SCANOPS_CMAKE_ARGS="-DSCANOPS_SANITIZE=$sanitize -DSCANOPS_BUILD_EXAMPLES=OFF ${SCANOPS_CMAKE_ARGS:-}"
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 if [ "$TORCH_CHOICE" = both ]; then echo "$0: SCANOPS_TORCH=both: pick pinned or newest" >&2; exit 2; fi
-PHASES_FILE="$(mktemp)"; export PHASES_FILE
-trap 'rm -f "$PHASES_FILE"' EXIT
+if [ -z "${PHASES_FILE:-}" ]; then  # (scripts/test.sh passes its own, for CI's summary)
+  PHASES_FILE="$(mktemp)"; export PHASES_FILE
+  trap 'rm -f "$PHASES_FILE"' EXIT
+fi
 t_start=$(date +%s)
 
 phase_begin "python environment"; setup_python; phase_end
@@ -88,37 +94,40 @@ phase_begin "ctest"
 "$ctest_bin" --test-dir "$BUILD_DIR" --output-on-failure || rc=1
 phase_end
 
-# The CPU Python tests. ci: every kernel and scheduling path, every op, dtype class, flag and
-# layout, thread counts 1-4, the store / populate / huge-page modes, the portable kernels, the
-# fused backward scans (docs/reliability.md lists what each file brings); the cases that only
-# repeat a path at more sizes or dtypes are left to the full run.
+# Every kernel, schedule and memory mode of the CPU back end once (test/sanitize/cpu_paths.py,
+# each mode in a process of its own); the fuzz, fixed seeds (the same cases every run) and a
+# fresh seed (printed; a failure prints the command that replays it).
 cd "$REPO"
-if [ "$scope" = full ]; then
-  tests=(test/python test/fuzz --ignore=test/python/test_pt2.py --ignore=test/python/test_torchscript.py)
-else
-  tests=(test/python/test_cpu_threads.py test/python/test_ops.py test/python/test_family.py
-         test/python/test_errors.py test/python/test_broadcast.py test/python/test_fused_backward.py
-         test/python/test_autograd.py)
-fi
-jobs="${SCANOPS_TEST_JOBS:-$(nproc)}"
-xdist=()
-if [ "$jobs" -gt 1 ] && "$PY" -c 'import xdist' 2>/dev/null; then xdist=(-n "$jobs"); fi
-log "pytest under $mode sanitizer ($scope: ${tests[*]}), LD_PRELOAD=$preload"
-phase_begin "pytest ($scope, ${xdist[*]:-1 process})"
-LD_PRELOAD="$preload" "$PY" -m pytest -q -p no:cacheprovider "${xdist[@]}" \
-  "${tests[@]}" "$@" || rc=1
+log "CPU paths under the $mode sanitizer (test/sanitize/cpu_paths.py), LD_PRELOAD=$preload"
+phase_begin "cpu paths (test/sanitize/cpu_paths.py)"
+LD_PRELOAD="$preload" "$PY" test/sanitize/cpu_paths.py || rc=1
 phase_end
-
-# The fuzz: fixed seeds (the same cases every run) and a fresh seed (printed; a failure prints
-# the command that replays it).
 fuzz=(env LD_PRELOAD="$preload" "$PY" test/fuzz/fuzz_ops.py)
-phase_begin "fuzz, fixed seeds 1-3"
-for s in 1 2 3; do "${fuzz[@]}" --seed "$s" --cases "${SCANOPS_SANITIZE_FUZZ_CASES:-150}" || rc=1; done
+fc="${SCANOPS_SANITIZE_FUZZ_CASES:-60}"
+phase_begin "fuzz, fixed seeds 1-3, $fc cases each"
+for s in 1 2 3; do "${fuzz[@]}" --seed "$s" --cases "$fc" || rc=1; done
 phase_end
-fs="${SCANOPS_SANITIZE_FUZZ_SECONDS:-60}"
+fs="${SCANOPS_SANITIZE_FUZZ_SECONDS:-30}"
 if [ "$fs" != 0 ]; then
   phase_begin "fuzz, fresh seed, $fs s"
   "${fuzz[@]}" --seconds "$fs" || rc=1
+  phase_end
+fi
+
+# full: the CPU Python test files too (every test but torch.compile / TorchScript; about an hour
+# under ASan on 2 cores); ci with pytest arguments: those tests.
+tests=()
+if [ "$scope" = full ]; then
+  tests=(test/python --ignore=test/python/test_pt2.py --ignore=test/python/test_torchscript.py)
+fi
+if [ ${#tests[@]} -gt 0 ] || [ $# -gt 0 ]; then
+  jobs="${SCANOPS_TEST_JOBS:-$(nproc)}"
+  xdist=()
+  if [ "$jobs" -gt 1 ] && "$PY" -c 'import xdist' 2>/dev/null; then xdist=(-n "$jobs"); fi
+  log "pytest under the $mode sanitizer (${tests[*]} $*)"
+  phase_begin "pytest (${xdist[*]:-1 process})"
+  LD_PRELOAD="$preload" "$PY" -m pytest -q -p no:cacheprovider --durations=15 "${xdist[@]}" \
+    "${tests[@]}" "$@" || rc=1
   phase_end
 fi
 

@@ -8,7 +8,8 @@
 # Which torch: SCANOPS_TORCH=pinned (default: torch 2.11.0, requirements.txt, .venv, build/),
 # SCANOPS_TORCH=newest (torch 2.15.0, requirements-newest.txt, build-newest/), or
 # SCANOPS_TORCH=both (the two in turn; CI, .ci/run: the newest torch's environment is made
-# while the pinned one builds and tests); SCANOPS_PYTHON=<python> uses that Python's torch
+# while the pinned one builds and tests; with SCANOPS_CI_SANITIZE=address, as .ci/run sets it,
+# then the ASan + UBSan run of scripts/sanitize.sh); SCANOPS_PYTHON=<python> uses that Python's torch
 # instead. Which back ends: SCANOPS_WITH_CUDA (see cuda_choice in scripts/common.sh).
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 if [ "$TORCH_CHOICE" = both ] && [ -z "${SCANOPS_PYTHON:-}" ]; then
@@ -32,13 +33,23 @@ if [ "$TORCH_CHOICE" = both ] && [ -z "${SCANOPS_PYTHON:-}" ]; then
     PHASES_FILE="$phases" SCANOPS_TORCH=$choice bash "${BASH_SOURCE[0]}" "$@" || failed+=("$choice")
     summaries+=("$choice:$phases")
   done
+  # CI (.ci/run): the CPU back end under AddressSanitizer + UndefinedBehaviorSanitizer with the
+  # pinned torch, the ci scope of scripts/sanitize.sh (ctest, test/sanitize/cpu_paths.py: every
+  # kernel, schedule and memory mode; the fuzz, fixed seeds and a fresh one).
+  if [ "${SCANOPS_CI_SANITIZE:-}" = address ]; then
+    log "===== AddressSanitizer + UndefinedBehaviorSanitizer (scripts/sanitize.sh address ci)"
+    phases="$(mktemp)"
+    PHASES_FILE="$phases" SCANOPS_TORCH=pinned bash "$REPO/scripts/sanitize.sh" address ci ||
+      failed+=("address sanitizer")
+    summaries+=("address sanitizer:$phases")
+  fi
   log "time per phase, both torches (total $(( $(date +%s) - t_start )) s)"
   for s in "${summaries[@]}"; do echo "[${s%%:*}]"; cat "${s#*:}"; rm -f "${s#*:}"; done
   if [ ${#failed[@]} -gt 0 ]; then
     log "FAILED with torch: ${failed[*]}"
     exit 1
   fi
-  log "passed with torch: pinned and newest"
+  log "passed with torch: pinned and newest${SCANOPS_CI_SANITIZE:+ (and the $SCANOPS_CI_SANITIZE sanitizer)}"
   exit 0
 fi
 own_phases=""

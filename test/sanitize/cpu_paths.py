@@ -40,14 +40,18 @@ REPO = Path(__file__).resolve().parents[2]
 f32, f64, f16, bf16 = torch.float32, torch.float64, torch.float16, torch.bfloat16
 c64, c128, i32, u8, b = torch.complex64, torch.complex128, torch.int32, torch.uint8, torch.bool
 
-# mode -> (environment, what to run). Each mode runs in a process of its own.
+# mode -> (environment, sections, thread counts). Each mode runs in a process of its own. Three
+# threads matter only where outputs are populated ahead of the stores (the populate modes and
+# outputs of 16 MiB or more: the whole output populated first, runs of blocks); elsewhere 1 and
+# 2 take every schedule.
 MODES = {
-    "default": ({}, "all"),
-    "populate-runs": ({"SCANOPS_CPU_POPULATE": "1", "SCANOPS_CPU_RUN_BYTES": "400000"}, "avx2"),
-    "populate-all": ({"SCANOPS_CPU_POPULATE": "1", "SCANOPS_CPU_RUN_BYTES": "0", "SCANOPS_CPU_PF_NEXT": "0"}, "avx2"),
-    "stream": ({"SCANOPS_CPU_STREAM": "1"}, "avx2"),
-    "hugepages": ({"SCANOPS_CPU_HUGEPAGES": "1", "SCANOPS_CPU_POPULATE": "-1"}, "big"),
-    "generic": ({"SCANOPS_CPU_KERNELS": "generic"}, "avx2"),
+    "default": ({}, ("avx2", "portable", "layouts", "backward", "dtype_arg", "bad", "big"), [1, 2]),
+    "populate-runs": ({"SCANOPS_CPU_POPULATE": "1", "SCANOPS_CPU_RUN_BYTES": "400000"}, ("avx2",), [1, 2, 3]),
+    "populate-all": ({"SCANOPS_CPU_POPULATE": "1", "SCANOPS_CPU_RUN_BYTES": "0", "SCANOPS_CPU_PF_NEXT": "0"},
+                     ("avx2",), [1, 3]),
+    "stream": ({"SCANOPS_CPU_STREAM": "1"}, ("avx2",), [1, 2]),
+    "hugepages": ({"SCANOPS_CPU_HUGEPAGES": "1"}, ("big",), [1, 3]),
+    "generic": ({"SCANOPS_CPU_KERNELS": "generic"}, ("avx2",), [1, 2]),
 }
 
 # (shape, dim): the schedules of scan_cpu_kernels.h (blocks: 32768 float32 / 16384 float64
@@ -195,45 +199,52 @@ def bad_inputs(cnt):
 
 def run_mode(name: str) -> int:
     load_library()
-    what = MODES[name][1]
+    env, sections, thr = MODES[name]
     cnt = Counter()
     g = torch.Generator().manual_seed(1)
-    t0 = time.monotonic()
-    thr = [1, 2, 3]
-    if what in ("all", "avx2"):
-        for shape, dim in SHAPES:
-            for op in OPS:
+    times = {}
+    for sec in sections:
+        t0, n0 = time.monotonic(), cnt.calls
+        if sec == "avx2":  # float32 / float64: the AVX2 kernels (the portable ones with generic)
+            for shape, dim in SHAPES:
+                for op in OPS:
+                    for dt in (f32, f64):
+                        run_case(cnt, op, shape, dim, dt, FLAGS, thr, g)
+        elif sec == "portable":  # the portable kernel's dtypes (2-, 4-, 1-byte, complex), two flag sets
+            for shape, dim in SHAPES:
+                for op in OPS:
+                    for dt in (bf16, i32, b, c64, c128):
+                        if dt in TAKES.get(op, (bf16, i32, b, c64, c128)):
+                            run_case(cnt, op, shape, dim, dt, [(False, False), (True, True)], thr, g)
+        elif sec == "layouts":  # non-contiguous input, broadcast mask / coefficient
+            for shape, dim in SHAPES[3:8]:
+                for op in ("cumsum", "masked_cumsum", "linear_recurrence", "cummax"):
+                    run_case(cnt, op, shape, dim, f32, [(False, True)], thr, g, layout="transposed")
+                    run_case(cnt, op, shape, dim, f64, [(True, False)], thr, g, layout="broadcast")
+        elif sec == "backward":  # the fused backward scans
+            for shape, dim in SHAPES:
                 for dt in (f32, f64):
-                    run_case(cnt, op, shape, dim, dt, FLAGS, thr, g)
-    if what == "all":
-        for shape, dim in SHAPES:  # the portable kernel's dtypes, two flag combinations
-            for op in OPS:
-                for dt in (f16, bf16, i32, u8, b, c64, c128):
-                    if dt not in TAKES.get(op, (f16, bf16, i32, u8, b, c64, c128)):
-                        continue
-                    run_case(cnt, op, shape, dim, dt, [(False, False), (True, True)], [1, 3], g)
-        for shape, dim in SHAPES[3:8]:  # non-contiguous input, broadcast mask / coefficient
-            for op in ("cumsum", "masked_cumsum", "linear_recurrence", "cummax"):
-                run_case(cnt, op, shape, dim, f32, [(False, True)], [1, 3], g, layout="transposed")
-                run_case(cnt, op, shape, dim, f64, [(True, False)], [1, 3], g, layout="broadcast")
-        for shape, dim in SHAPES:
-            for dt in (f32, f64):
-                backward_case(cnt, shape, dim, dt, [1, 3], g)
-        for dt_in, dt_out in ((i32, f32), (f32, f64), (f16, c64), (u8, i32)):  # dtype= conversions
-            x = data((3, 70_001), dt_in, g)
-            for t in (1, 3):
-                torch.set_num_threads(t)
-                ops.cumsum(x, 1, dtype=dt_out)
-                ops.cumprod(x, 1, exclusive=True, dtype=dt_out)
-                cnt.calls += 2
-        bad_inputs(cnt)
-    if what in ("all", "big"):
-        for shape, dim in BIG:
-            for op in ("cumsum", "linear_recurrence", "cummax", "logcumsumexp"):
-                run_case(cnt, op, shape, dim, f32, [(False, False), (True, True)], [1, 3], g)
+                    backward_case(cnt, shape, dim, dt, thr, g)
+        elif sec == "dtype_arg":  # dtype= conversions
+            for dt_in, dt_out in ((i32, f32), (f32, f64), (f16, c64), (u8, i32)):
+                x = data((3, 70_001), dt_in, g)
+                for t in thr:
+                    torch.set_num_threads(t)
+                    ops.cumsum(x, 1, dtype=dt_out)
+                    ops.cumprod(x, 1, exclusive=True, dtype=dt_out)
+                    cnt.calls += 2
+        elif sec == "bad":
+            bad_inputs(cnt)
+        elif sec == "big":  # outputs of 16 MiB and more (populated, huge pages), 1 and 3 threads
+            for shape, dim in BIG:
+                for op in ("cumsum", "cummax", "logcumsumexp"):  # (linear_recurrence: cumsum's kernel)
+                    run_case(cnt, op, shape, dim, f32, [(False, False), (True, True)], [1, 3], g)
+        times[sec] = (cnt.calls - n0, time.monotonic() - t0)
     torch.set_num_threads(1)
-    print(f"cpu_paths: mode {name} ({' '.join(f'{k}={v}' for k, v in MODES[name][0].items()) or 'defaults'}): "
-          f"{cnt.calls} calls in {time.monotonic() - t0:.1f} s", flush=True)
+    total = sum(t for _, t in times.values())
+    detail = ", ".join(f"{k} {n} in {t:.1f} s" for k, (n, t) in times.items())
+    print(f"cpu_paths: mode {name} ({' '.join(f'{k}={v}' for k, v in env.items()) or 'defaults'}; threads "
+          f"{thr}): {cnt.calls} calls in {total:.1f} s ({detail})", flush=True)
     return 0
 
 
@@ -244,7 +255,7 @@ def main(argv=None) -> int:
     if args.mode:
         return run_mode(args.mode)
     rc = 0
-    for name, (env, _) in MODES.items():
+    for name, (env, _, _) in MODES.items():
         e = dict(os.environ)
         for k in ("SCANOPS_CPU_POPULATE", "SCANOPS_CPU_RUN_BYTES", "SCANOPS_CPU_PF_NEXT", "SCANOPS_CPU_STREAM",
                   "SCANOPS_CPU_HUGEPAGES", "SCANOPS_CPU_KERNELS"):
