@@ -74,7 +74,7 @@ template <template <class> class CombineT, template <class, class, class> class 
           bool kWide, typename in_t>
 void run_same_or_long(const ScanProblem& p) {
   using A = acc_t<in_t, kWide || WideFloatAcc<CombineT>::value>;
-  const auto out = p.output.scalar_type();
+  const auto out = p.out.values.scalar_type();
   if constexpr (std::is_same_v<in_t, bool>) {
     TORCH_CHECK(out == at::kLong, p.spec.op_name, ": internal error: bool scans to int64");
     Runner<CombineT<A>, in_t, int64_t>::run(p);
@@ -96,7 +96,7 @@ struct type_tag {
 };
 template <class F>
 void visit_dtype(const ScanProblem& p, F&& f) {
-  switch (p.input.scalar_type()) {
+  switch (p.in.input.scalar_type()) {
     case at::kFloat: return f(type_tag<float>{});
     case at::kDouble: return f(type_tag<double>{});
     case at::kHalf: return f(type_tag<c10::Half>{});
@@ -111,12 +111,12 @@ void visit_dtype(const ScanProblem& p, F&& f) {
     case at::kBool: return f(type_tag<bool>{});
     default:
       TORCH_CHECK(false, p.spec.op_name, ": internal error: unexpected input dtype ",
-                  p.input.scalar_type());
+                  p.in.input.scalar_type());
   }
 }
 
 [[noreturn]] inline void unexpected(const ScanProblem& p) {
-  TORCH_CHECK(false, p.spec.op_name, ": internal error: dtype ", p.input.scalar_type(),
+  TORCH_CHECK(false, p.spec.op_name, ": internal error: dtype ", p.in.input.scalar_type(),
               " reached a combine kind that does not take it");
 }
 
@@ -156,9 +156,9 @@ void run_kind(const ScanProblem& p) {
 // combine structs; the engine (scan_engine.cpp, kind_accepts) only lets through the dtypes
 // each kind takes here:
 //   Sum, Prod     every dtype (see run_same_or_long)
-//   Affine        floating and complex, T -> T (coefficients in p.coeff)
+//   Affine        floating and complex, T -> T (coefficients in p.in.coeff)
 //   LogAddExp     floating and complex, T -> T
-//   Max, Min      every real dtype and bool, T -> T, plus the int64 indices in p.indices
+//   Max, Min      every real dtype and bool, T -> T, plus the int64 indices in p.out.indices
 //
 // dispatch_kind<K> instantiates one combine kind only (p.spec.kind must be K): a back end
 // may compile its kinds in separate translation units (the CPU back end does, so that they

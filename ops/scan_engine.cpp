@@ -42,12 +42,21 @@ constexpr const char* kFloatComplex =
     "float32, float64, float16, bfloat16, complex64, complex128";
 constexpr const char* kReal = "float32, float64, float16, bfloat16, int8, int16, int32, int64, uint8, bool";
 
-std::atomic<BackendFn> g_cuda_backend{nullptr};
+// The CUDA back end, set once at library load time (ops/cuda/scan_cuda.cpp).
+Backend g_cuda;
+std::atomic<const Backend*> g_cuda_backend{nullptr};
+
+// The CPU back end runs the scan alone: companions materialised, input scaling, epilogue and
+// shifts done by the engine around it.
+constexpr Backend kCpuBackend{&scan_cpu, {}};
 
 }  // namespace
 
-void register_cuda_backend(BackendFn fn) { g_cuda_backend.store(fn); }
-BackendFn cuda_backend() { return g_cuda_backend.load(); }
+void register_cuda_backend(const Backend& backend) {
+  g_cuda = backend;
+  g_cuda_backend.store(&g_cuda);
+}
+const Backend* cuda_backend() { return g_cuda_backend.load(); }
 
 at::ScalarType result_dtype(const ScanSpec& spec, at::ScalarType self_dtype,
                             std::optional<at::ScalarType> dtype, const char* self_name) {
@@ -229,14 +238,32 @@ at::Tensor shift_on(const at::Tensor& m, int64_t d, bool reverse, int fill) {
                  : at::cat({m.narrow(d, 1, n - 1), end}, d);
 }
 
-// Checks, canonicalises, allocates (the output, and the indices for indexed kinds) and runs
-// the back end of self's device.
+// The back end of self's device; errors name the op and the argument.
+const Backend& backend_for(const ScanSpec& spec, const ScanOperands& in) {
+  const auto device = in.self.device();
+  switch (device.type()) {
+    case c10::DeviceType::CPU:
+      return kCpuBackend;
+    case c10::DeviceType::CUDA: {
+      const Backend* b = cuda_backend();
+      TORCH_CHECK(b != nullptr, spec.op_name,
+                  ": this build of scanops has no CUDA back end (configure with "
+                  "SCANOPS_WITH_CUDA=ON)");
+      return *b;
+    }
+    default:
+      TORCH_CHECK(false, spec.op_name, ": argument '", in.self_name,
+                  "' is on unsupported device ", device);
+  }
+}
+
+// Checks, canonicalises, allocates (the output, and the indices for indexed kinds), converts
+// what the back end does not take (BackendCaps) and runs it.
 std::tuple<at::Tensor, at::Tensor> run(const ScanSpec& spec, const ScanOperands& in,
                                        int64_t dim, std::optional<at::ScalarType> dtype) {
   const at::Tensor& self = in.self;
   const int64_t d = check_scan_args(spec, in, dim, dtype);
   const auto out_dtype = result_dtype(spec, self.scalar_type(), dtype, in.self_name);
-
   at::Tensor output =
       at::empty(self.sizes(), self.options().dtype(out_dtype), at::MemoryFormat::Contiguous);
   at::Tensor indices;
@@ -246,91 +273,86 @@ std::tuple<at::Tensor, at::Tensor> run(const ScanSpec& spec, const ScanOperands&
   }
   if (in.mul_second) indices = at::empty_like(output);  // (the second output)
   if (output.numel() == 0) return {output, indices};
+  const Backend& backend = backend_for(spec, in);
+  const BackendCaps& caps = backend.caps;
 
   ScanProblem p;
   p.spec = spec;
-  // `dtype` converts before the scan (torch semantics); otherwise the kernels read the
+  p.wide_acc = in.wide_acc;
+  const auto sizes = self.sizes();
+  p.shape.length = self.dim() == 0 ? 1 : sizes[d];
+  for (int64_t k = 0; k < d; ++k) p.shape.outer *= sizes[k];
+  for (int64_t k = d + 1; k < self.dim(); ++k) p.shape.inner *= sizes[k];
+
+  // Inputs. `dtype` converts before the scan (torch semantics); otherwise the kernels read the
   // input in its own dtype and widen on the fly (int8 -> int64, half -> float accumulate).
   // One pass at most: a conversion writes the contiguous layout directly.
   if (dtype.has_value() && *dtype != self.scalar_type()) {
-    p.input = self.to(self.options().dtype(*dtype), /*non_blocking=*/false, /*copy=*/false,
-                      at::MemoryFormat::Contiguous);
+    p.in.input = self.to(self.options().dtype(*dtype), /*non_blocking=*/false, /*copy=*/false,
+                         at::MemoryFormat::Contiguous);
   } else {
-    p.input = self.contiguous();
+    p.in.input = self.contiguous();
   }
-  // Broadcast companions: read in place by the CUDA back end (a strided view of self's
-  // shape), materialised for the CPU back end and where the dims do not merge.
-  const bool in_place_ok = self.device().is_cuda();
-  const auto companion = [&](const at::Tensor& t, BroadcastStrides& strides) {
-    at::Tensor c = t;
-    if (c.is_conj()) c = c.resolve_conj();
-    if (c.is_neg()) c = c.resolve_neg();
-    if (in_place_ok) {
-      if (const auto s = in_place_strides(c, self.sizes(), d)) {
-        strides = *s;
-        return c.expand(self.sizes());
+  // Broadcast companions: read in place where the back end does (a strided view of self's
+  // shape) and the dims merge, materialised otherwise.
+  const auto companion = [&](const at::Tensor& t) {
+    Companion c;
+    c.t = t;
+    if (c.t.is_conj()) c.t = c.t.resolve_conj();
+    if (c.t.is_neg()) c.t = c.t.resolve_neg();
+    if (caps.broadcast_in_place) {
+      if (const auto s = in_place_strides(c.t, sizes, d)) {
+        c.strides = *s;
+        c.t = c.t.expand(sizes);
+        return c;
       }
     }
-    return c.expand(self.sizes()).contiguous();
+    c.t = c.t.expand(sizes).contiguous();
+    return c;
   };
-  if (in.mask != nullptr) p.mask = companion(*in.mask, p.mask_strides);
-  if (in.coeff != nullptr) p.coeff = companion(*in.coeff, p.coeff_strides);
-  const auto sizes = self.sizes();
-  p.outer = 1;
-  p.inner = 1;
-  p.length = self.dim() == 0 ? 1 : sizes[d];
-  for (int64_t k = 0; k < d; ++k) p.outer *= sizes[k];
-  for (int64_t k = d + 1; k < self.dim(); ++k) p.inner *= sizes[k];
+  if (in.mask != nullptr) p.in.mask = companion(*in.mask);
+  if (in.coeff != nullptr) p.in.coeff = companion(*in.coeff);
+  p.in.scale_input = in.scale_input;
 
-  // The backward fusions' operands, materialised the same way.
-  if (in.add != nullptr && in.add->defined()) p.add = in.add->expand(self.sizes()).contiguous();
-  if (in.mul != nullptr && in.mul->defined()) p.mul = in.mul->expand(self.sizes()).contiguous();
+  // The epilogue of the backward fusions, materialised.
+  if (in.add != nullptr && in.add->defined()) p.epilogue.add = in.add->expand(sizes).contiguous();
+  if (in.mul != nullptr && in.mul->defined()) p.epilogue.mul = in.mul->expand(sizes).contiguous();
   at::Tensor factor;  // mul_second, shifted here: the products' factors, applied after the scan
   if (in.shift_mul) {
-    // The CUDA row kernels of linear recurrences with dense coefficients read mul one
-    // position on in place; elsewhere it is shifted here.
-    if (self.device().is_cuda() && p.inner == 1 && spec.kind == CombineKind::Affine &&
-        p.mul.scalar_type() != at::kBool && !p.coeff_strides.in_place) {
-      p.shift_mul = true;
-      if (in.mul_second) p.second = indices;
-    } else if (in.mul_second) {
-      factor = shift_on(p.mul, d, spec.flags.reverse, 0);
-      p.mul = at::Tensor();
+    p.epilogue.shift_mul = true;
+    if (caps.shift_mul != nullptr && caps.shift_mul(p)) {
+      if (in.mul_second) p.epilogue.second = indices;
     } else {
-      p.mul = shift_on(p.mul, d, spec.flags.reverse, 1);
+      p.epilogue.shift_mul = false;
+      if (in.mul_second) {
+        factor = shift_on(p.epilogue.mul, d, spec.flags.reverse, 0);
+        p.epilogue.mul = at::Tensor();
+      } else {
+        p.epilogue.mul = shift_on(p.epilogue.mul, d, spec.flags.reverse, 1);
+      }
     }
   }
-  p.scale_input = in.scale_input;
-  p.wide_acc = in.wide_acc;
   // Lazy conjugate / negative views (x.conj(), as autograd's complex formulas pass) hold
   // the unconjugated data: the kernels read memory, so materialise them.
-  for (at::Tensor* t : {&p.input, &p.add, &p.mul}) {
+  for (at::Tensor* t : {&p.in.input, &p.epilogue.add, &p.epilogue.mul}) {
     if (t->defined() && t->is_conj()) *t = t->resolve_conj();
     if (t->defined() && t->is_neg()) *t = t->resolve_neg();
   }
-  p.output = output;
-  if (kind_is_indexed(spec.kind)) p.indices = indices;
+  p.out.values = output;
+  if (kind_is_indexed(spec.kind)) p.out.indices = indices;
 
-  switch (self.device().type()) {
-    case c10::DeviceType::CPU:
-      // The CPU back end runs the backward fusions unfused: the prologue and the epilogue are
-      // elementwise passes around the scan (the same values, up to rounding of half types).
-      if (p.scale_input) p.input = p.coeff * p.input;  // (the composite formulas' order)
-      scan_cpu(p);
-      if (p.add.defined()) output.add_(p.add);
-      if (p.mul.defined()) at::mul_out(output, p.mul, output);  // mul * y, as the formulas
-      break;
-    case c10::DeviceType::CUDA: {
-      BackendFn fn = cuda_backend();
-      TORCH_CHECK(fn != nullptr, spec.op_name,
-                  ": this build of scanops has no CUDA back end (configure with "
-                  "SCANOPS_WITH_CUDA=ON)");
-      fn(p);
-      break;
-    }
-    default:
-      TORCH_CHECK(false, spec.op_name, ": argument '", in.self_name,
-                  "' is on unsupported device ", self.device());
+  if (caps.fused_epilogue) {
+    backend.run(p);
+  } else {
+    // The prologue and the epilogue as elementwise passes around the scan, in the composite
+    // formulas' order (the same values, up to rounding of half types).
+    at::Tensor add = std::move(p.epilogue.add), mul = std::move(p.epilogue.mul);
+    p.epilogue = Epilogue{};
+    if (p.in.scale_input) p.in.input = p.in.coeff.t * p.in.input;
+    p.in.scale_input = false;
+    backend.run(p);
+    if (add.defined()) output.add_(add);
+    if (mul.defined()) at::mul_out(output, mul, output);  // mul * y, as the formulas
   }
   // (mul_second, shifted here; the formula's order: lam * h[t-1])
   if (factor.defined()) at::mul_out(indices, output, factor);

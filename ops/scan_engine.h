@@ -28,50 +28,138 @@ struct ScanSpec {
   ScanFlags flags;
 };
 
-// The canonical problem a back end solves. All tensors are contiguous (but a broadcast mask or
-// coefficient tensor, see below) and have the same number of elements (outer * length * inner).
-//   input:  dtype in_t  (self, converted to `dtype` first when one was given)
-//   mask:   undefined, or bool (broadcast to self's shape)
-//   coeff:  undefined, or (Affine only) the coefficients a[t], dtype in_t, self's shape
-//   output: dtype out_t (the result dtype)
-//   indices: undefined, or (indexed combines: cummax / cummin) int64, self's shape: the
-//           position along the scan dim, in the original order, each output value came from
-// Element (o, l, i) lives at offset (o * length + l) * inner + i.
-// A mask or coefficient tensor given with a broadcast (a stride-0 dim) may be handed to a back
-// end that reads it in place (CUDA): it is then self's shape as a strided view whose element
-// (o, l, i) is at o * so + l * sl + i * si of its data (BroadcastStrides::in_place).
-// Fusions used by the backward passes (see ScanOperands), non-indexed kinds only:
-//   scale_input (Affine): element t is lifted as (a[t], a[t] * x[t]) instead of (a[t], x[t])
-//   add:    undefined, or out_t, self's shape: the value written is value + add[t] ...
-//   mul:    undefined, or out_t or bool, self's shape: ... and multiplies mul[t] (add first)
-//   shift_mul (CUDA, inner == 1, Affine with dense coefficients, mul of out_t; the engine
-//           materialises the shift for the other problems): the element at scan position k
-//           multiplies mul's element at position k + 1 in scan order instead, the last
-//           element of a line 1
-//   second: undefined, or (with shift_mul) out_t, self's shape: the products of shift_mul go
-//           there (the last element of a line 0) and output keeps mul-less values
+// ---- The scan problem a back end solves, in named parts ------------------------------------
+// The engine (scan_engine.cpp) checks the arguments, resolves dtypes, canonicalises the layout
+// and converts what the back end does not take itself (BackendCaps); a back end sees only a
+// ScanProblem. A new per-line input or output is a new part (or a field of one) here, a
+// capability in BackendCaps where back ends differ, and its use in each back end's runner.
+
+// The canonical layout: every tensor of the problem holds outer * length * inner elements, the
+// scan running along `length`; element (o, l, i) lives at offset (o * length + l) * inner + i.
+struct ScanShape {
+  int64_t outer = 1;
+  int64_t length = 1;
+  int64_t inner = 1;
+  int64_t numel() const { return outer * length * inner; }
+};
+
+// A broadcast companion read in place (BackendCaps::broadcast_in_place): a strided view of
+// self's shape whose element (o, l, i) is at o * so + l * sl + i * si of its data.
 struct BroadcastStrides {
   bool in_place = false;
   int64_t so = 0, sl = 0, si = 0;  // in elements
 };
-struct ScanProblem {
-  ScanSpec spec;
+// A tensor the scan reads beside its input, self's shape: contiguous, or a broadcast view
+// read in place (strides.in_place).
+struct Companion {
+  at::Tensor t;  // undefined: none
+  BroadcastStrides strides;
+  bool defined() const { return t.defined(); }
+};
+
+// What the combine reads.
+//   input: dtype in_t (self, converted to `dtype` first when one was given), contiguous
+//   mask:  bool (Sum only: a masked-out element is the identity)
+//   coeff: the coefficients a[t] of a linear recurrence (Affine only), dtype in_t
+//   scale_input (Affine): element t is lifted as (a[t], a[t] * x[t]) instead of (a[t], x[t])
+struct ScanInputs {
   at::Tensor input;
-  at::Tensor mask;
-  at::Tensor coeff;
-  at::Tensor output;
-  at::Tensor indices;
+  Companion mask;
+  Companion coeff;
+  bool scale_input = false;
+};
+
+// Per-line state in: the state each line starts from. Today every line starts from the
+// combine's identity; the stateful scans (an `initial` for every op) fill this part.
+struct LineState {};
+
+// The segment structure of a segmented scan: empty (one segment per line) until segmented
+// scans (reset masks, jagged offsets) fill it.
+struct Segments {};
+
+// The epilogue of the backward fusions (ScanOperands says which ops use them), non-indexed
+// kinds only. The value written is mul[t] * (value + add[t]):
+//   add:  undefined, or out_t, contiguous, self's shape
+//   mul:  undefined, or out_t or bool, contiguous, self's shape
+//   shift_mul (BackendCaps::shift_mul says for which problems; elsewhere the engine
+//         materialises the shift): the element at scan position k multiplies mul's element
+//         at position k + 1 in scan order instead, the last element of a line 1
+//   second: undefined, or (with shift_mul) out_t, self's shape: the products of shift_mul go
+//         there (the last element of a line 0) and the values keep mul-less values
+struct Epilogue {
   at::Tensor add;
   at::Tensor mul;
   bool shift_mul = false;
   at::Tensor second;
-  bool scale_input = false;
+  bool any() const { return add.defined() || mul.defined(); }
+};
+
+// What the scan writes, contiguous, self's shape.
+//   values:  dtype out_t (the result dtype)
+//   indices: undefined, or (indexed combines: cummax / cummin) int64: the position along the
+//            scan dim, in the original order, each value came from
+struct ScanOutputs {
+  at::Tensor values;
+  at::Tensor indices;
+};
+
+struct ScanProblem {
+  ScanSpec spec;
+  ScanShape shape;
+  ScanInputs in;
+  LineState state;
+  Segments segments;
+  Epilogue epilogue;
+  ScanOutputs out;
   bool wide_acc = false;  // see ScanOperands::wide_acc
-  BroadcastStrides mask_strides;
-  BroadcastStrides coeff_strides;
-  int64_t outer = 1;
-  int64_t length = 1;
-  int64_t inner = 1;
+};
+
+// The data pointers of a problem's tensors for one (in_t, out_t) instantiation, nullptr for
+// the parts it does not have: what every back end's runner reads.
+template <typename in_t, typename out_t>
+struct ProblemData {
+  const in_t* input;
+  const in_t* coeff;
+  const bool* mask;
+  out_t* values;
+  int64_t* indices;
+  const out_t* add;
+  const out_t* mul;       // mul of out_t
+  const bool* mul_mask;   // mul of bool
+  out_t* second;
+  explicit ProblemData(const ScanProblem& p)
+      : input(p.in.input.const_data_ptr<in_t>()),
+        coeff(p.in.coeff.defined() ? p.in.coeff.t.const_data_ptr<in_t>() : nullptr),
+        mask(p.in.mask.defined() ? p.in.mask.t.const_data_ptr<bool>() : nullptr),
+        values(p.out.values.mutable_data_ptr<out_t>()),
+        indices(p.out.indices.defined() ? p.out.indices.mutable_data_ptr<int64_t>() : nullptr),
+        add(p.epilogue.add.defined() ? p.epilogue.add.const_data_ptr<out_t>() : nullptr),
+        mul(p.epilogue.mul.defined() && p.epilogue.mul.scalar_type() != at::kBool
+                ? p.epilogue.mul.const_data_ptr<out_t>()
+                : nullptr),
+        mul_mask(p.epilogue.mul.defined() && p.epilogue.mul.scalar_type() == at::kBool
+                     ? p.epilogue.mul.const_data_ptr<bool>()
+                     : nullptr),
+        second(p.epilogue.second.defined() ? p.epilogue.second.mutable_data_ptr<out_t>()
+                                           : nullptr) {}
+};
+
+// ---- Back ends -----------------------------------------------------------------------------
+// What a back end takes as is. The engine converts the rest before calling it: broadcast
+// companions materialised, the input scaling and the epilogue run as elementwise passes around
+// the scan, mul shifted by a copy. (The numbers are the same either way, up to the rounding of
+// half types in the elementwise passes.)
+struct BackendCaps {
+  bool broadcast_in_place = false;  // reads a broadcast Companion through its strides
+  bool fused_epilogue = false;      // ScanInputs::scale_input and Epilogue::add / mul
+  // Whether it reads mul one position on (Epilogue::shift_mul) for this problem (its shape,
+  // spec, inputs and epilogue set); nullptr: never.
+  bool (*shift_mul)(const ScanProblem&) = nullptr;
+};
+using BackendFn = void (*)(const ScanProblem&);
+struct Backend {
+  BackendFn run = nullptr;
+  BackendCaps caps;
 };
 
 // Whether a combine kind produces a second (int64 indices) output.
@@ -141,11 +229,10 @@ std::tuple<at::Tensor, at::Tensor> scan_indexed(const ScanSpec& spec, const Scan
 std::tuple<at::Tensor, at::Tensor> scan_meta_indexed(const ScanSpec& spec,
                                                      const ScanOperands& in, int64_t dim);
 
-// Back ends. scan_cpu always exists; scan_cuda is registered by the CUDA back end when the
-// library is built with CUDA (see ops/cuda/), so the host code has no CUDA dependency.
+// Back ends. The CPU's always exists; the CUDA back end registers itself when the library is
+// built with CUDA (see ops/cuda/), so that the host code has no CUDA dependency.
 void scan_cpu(const ScanProblem& p);
-using BackendFn = void (*)(const ScanProblem&);
-void register_cuda_backend(BackendFn fn);
-BackendFn cuda_backend();  // nullptr if the library was built without CUDA
+void register_cuda_backend(const Backend& backend);
+const Backend* cuda_backend();  // nullptr if the library was built without CUDA
 
 }  // namespace scanops

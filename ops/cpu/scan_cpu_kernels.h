@@ -1258,28 +1258,36 @@ template <class Combine, class in_t, class out_t>
 struct CpuRunner {
   static void run(const ScanProblem& p) {
     // The kernels of other combines are not instantiated for a mask (with_mask).
-    TORCH_CHECK(!p.mask.defined() || is_sum_combine<Combine>::value, p.spec.op_name,
+    TORCH_CHECK(!p.in.mask.defined() || is_sum_combine<Combine>::value, p.spec.op_name,
                 ": internal error: a mask for a combine that takes none");
-    const Ctx c{p.input.const_data_ptr<in_t>(),
-                p.coeff.defined() ? p.coeff.const_data_ptr<in_t>() : nullptr,
-                p.mask.defined() ? p.mask.const_data_ptr<bool>() : nullptr,
-                p.output.mutable_data_ptr<out_t>(),
-                p.indices.defined() ? p.indices.mutable_data_ptr<int64_t>() : nullptr,
-                p.outer,
-                p.length,
-                p.inner,
+    // The engine materialises broadcasts and runs the epilogue around this back end (its
+    // BackendCaps are none).
+    TORCH_CHECK(!p.in.mask.strides.in_place && !p.in.coeff.strides.in_place &&
+                    !p.in.scale_input && !p.epilogue.any() && !p.epilogue.shift_mul,
+                p.spec.op_name, ": internal error: a problem part the CPU back end does not take");
+    const ProblemData<in_t, out_t> d(p);
+    const int64_t numel = p.shape.numel();
+    const int64_t out_bytes = numel * static_cast<int64_t>(sizeof(out_t));
+    const Ctx c{d.input,
+                d.coeff,
+                d.mask,
+                d.values,
+                d.indices,
+                p.shape.outer,
+                p.shape.length,
+                p.shape.inner,
                 p.spec.flags.exclusive,
                 p.spec.flags.reverse,
-                use_streaming_stores(p.output.numel() * static_cast<int64_t>(sizeof(out_t))),
+                use_streaming_stores(out_bytes),
                 static_cast<int64_t>(sizeof(out_t)),
-                use_prefault(p.output.numel() * static_cast<int64_t>(sizeof(out_t)))};
+                use_prefault(out_bytes)};
     const bool whole_lines = WholeLines<Combine>::value ||
                              (AssociationFree<Combine>::value && at::get_num_threads() == 1);
     const int64_t block_elems = whole_lines
                                     ? int64_t{1} << 60  // one block per line
                                     : kBlockBytes / static_cast<int64_t>(sizeof(in_t));
-    advise_huge_pages(c.out, p.output.numel() * static_cast<int64_t>(sizeof(out_t)));
-    if (c.idx) advise_huge_pages(c.idx, p.indices.numel() * static_cast<int64_t>(sizeof(int64_t)));
+    advise_huge_pages(c.out, out_bytes);
+    if (c.idx) advise_huge_pages(c.idx, numel * static_cast<int64_t>(sizeof(int64_t)));
 #if defined(SCANOPS_AVX2_KERNELS)
     using acc = decltype(Combine::value(Combine::identity()));
     constexpr bool kAvx2Combine = std::is_same_v<Combine, SumCombine<double>> ||

@@ -70,33 +70,30 @@ struct CudaRunner {
                 "add this type pair to the instantiation lists of scan_cuda.h");
 
   static void run(const ScanProblem& p) {
-    const c10::cuda::CUDAGuard guard(p.input.device());
+    const c10::cuda::CUDAGuard guard(p.in.input.device());
     // ATen caches the device properties: no driver query per call.
-    const cudaDeviceProp* prop = at::cuda::getDeviceProperties(p.input.device().index());
+    const cudaDeviceProp* prop = at::cuda::getDeviceProperties(p.in.input.device().index());
     const int sms = prop->multiProcessorCount;
-    TensorScratch scratch(p.input);
-    const DeviceProblem d{p.input.const_data_ptr<in_t>(),
-                          p.coeff.defined() ? p.coeff.const_data_ptr<in_t>() : nullptr,
-                          p.mask.defined() ? p.mask.const_data_ptr<bool>() : nullptr,
-                          p.output.mutable_data_ptr<out_t>(),
-                          p.indices.defined() ? p.indices.mutable_data_ptr<int64_t>() : nullptr,
-                          p.outer,
-                          p.length,
-                          p.inner,
+    TensorScratch scratch(p.in.input);
+    const ProblemData<in_t, out_t> data(p);
+    const DeviceProblem d{data.input,
+                          data.coeff,
+                          data.mask,
+                          data.values,
+                          data.indices,
+                          p.shape.outer,
+                          p.shape.length,
+                          p.shape.inner,
                           p.spec.flags,
                           {c10::cuda::getCurrentCUDAStream().stream(), sms, &scratch, prop->major},
-                          p.add.defined() ? p.add.const_data_ptr<out_t>() : nullptr,
-                          p.mul.defined() && p.mul.scalar_type() != at::kBool
-                              ? p.mul.const_data_ptr<out_t>()
-                              : nullptr,
-                          p.mul.defined() && p.mul.scalar_type() == at::kBool
-                              ? p.mul.const_data_ptr<bool>()
-                              : nullptr,
-                          p.scale_input,
-                          layout(p.mask_strides),
-                          layout(p.coeff_strides),
-                          p.shift_mul,
-                          p.second.defined() ? p.second.mutable_data_ptr<out_t>() : nullptr};
+                          data.add,
+                          data.mul,
+                          data.mul_mask,
+                          p.in.scale_input,
+                          layout(p.in.mask.strides),
+                          layout(p.in.coeff.strides),
+                          p.epilogue.shift_mul,
+                          data.second};
     launch_scan<Combine, in_t, out_t>(d);
   }
 };
@@ -107,7 +104,15 @@ struct CudaRunner {
 void scan_cuda(const ScanProblem& p) { dispatch_scan<cuda::CudaRunner>(p); }
 
 namespace {
-[[maybe_unused]] const bool registered = (register_cuda_backend(&scan_cuda), true);
+// The CUDA kernels read broadcast companions in place (CompanionIndex), fuse the input scaling
+// and the epilogue into their loads and stores, and read mul one position on in the row
+// kernels of linear recurrences whose coefficients and mul are dense (MulNextSink).
+bool cuda_shift_mul(const ScanProblem& p) {
+  return p.shape.inner == 1 && p.spec.kind == CombineKind::Affine &&
+         p.epilogue.mul.scalar_type() != at::kBool && !p.in.coeff.strides.in_place;
+}
+[[maybe_unused]] const bool registered =
+    (register_cuda_backend(Backend{&scan_cuda, BackendCaps{true, true, &cuda_shift_mul}}), true);
 }  // namespace
 
 }  // namespace scanops
