@@ -794,6 +794,12 @@ UNSUPPORTED = [d for d in (getattr(torch, n, None) for n in ("uint16", "uint32",
                                                                "float8_e5m2")) if d is not None]
 
 
+def not_broadcastable_to(shape) -> tuple:
+    """A shape that does not broadcast to `shape`: each size grown by one, except that an empty
+    dim becomes 2 (a size of 1 would broadcast to 0). A 0-d shape gets (2,)."""
+    return tuple(2 if s == 0 else s + 1 for s in shape) or (2,)
+
+
 def check_bad(c: dict, device: str):
     """A bad input: RuntimeError naming the op and the argument; the inputs untouched."""
     rng = random.Random(c["layout_seed"] ^ 0x5EED)
@@ -812,12 +818,12 @@ def check_bad(c: dict, device: str):
     elif kind == "mask_dtype":
         mask, arg = mask.to(rng.choice([u8, i8, f32, i64, f16])), "'mask'"
     elif kind == "mask_shape":
-        mask, arg = torch.ones(tuple(s + 1 for s in x.shape) or (2,), dtype=b, device=device), "'mask'"
+        mask, arg = torch.ones(not_broadcastable_to(x.shape), dtype=b, device=device), "'mask'"
     elif kind == "a_dtype":
         other = [d for d in FLOATS + COMPLEX if d != x.dtype]
         a, arg = a.to(rng.choice(other)), "'a'"
     elif kind == "a_shape":
-        a, arg = torch.ones(tuple(s + 1 for s in x.shape) or (2,), dtype=x.dtype, device=device), "'a'"
+        a, arg = torch.ones(not_broadcastable_to(x.shape), dtype=x.dtype, device=device), "'a'"
     elif kind == "x_integral":
         x = torch.ones(x.shape, dtype=rng.choice(INTS + (b,)), device=device)
         a, arg = x, "'x'"
