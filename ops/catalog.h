@@ -45,32 +45,43 @@ inline ScanSpec linear_recurrence_backward_spec(bool reverse) {
 inline const at::Tensor* optional_ptr(const std::optional<at::Tensor>& t) {
   return t.has_value() && t->defined() ? &*t : nullptr;
 }
+inline ScanOperands with_initial(ScanOperands in, const std::optional<at::Tensor>& initial) {
+  in.initial = optional_ptr(initial);
+  return in;
+}
 
 // `Engine` is scan (real data) or scan_meta (shapes only).
 #define SCANOPS_CATALOG_OPS(SUFFIX, ENGINE)                                                     \
   inline at::Tensor cumsum##SUFFIX(const at::Tensor& self, int64_t dim, bool exclusive,        \
-                                   bool reverse, std::optional<at::ScalarType> dtype) {        \
-    return ENGINE(cumsum_spec(exclusive, reverse), ScanOperands{self}, dim, dtype);            \
+                                   bool reverse, std::optional<at::ScalarType> dtype,          \
+                                   const std::optional<at::Tensor>& initial) {                 \
+    return ENGINE(cumsum_spec(exclusive, reverse), with_initial(ScanOperands{self}, initial),   \
+                  dim, dtype);                                                                 \
   }                                                                                            \
   inline at::Tensor masked_cumsum##SUFFIX(const at::Tensor& self, const at::Tensor& mask,      \
                                           int64_t dim, bool exclusive, bool reverse,           \
-                                          std::optional<at::ScalarType> dtype) {               \
-    return ENGINE(masked_cumsum_spec(exclusive, reverse), ScanOperands{self, &mask}, dim,      \
-                  dtype);                                                                      \
+                                          std::optional<at::ScalarType> dtype,                 \
+                                          const std::optional<at::Tensor>& initial) {          \
+    return ENGINE(masked_cumsum_spec(exclusive, reverse),                                      \
+                  with_initial(ScanOperands{self, &mask}, initial), dim, dtype);               \
   }                                                                                            \
   inline at::Tensor cumprod##SUFFIX(const at::Tensor& self, int64_t dim, bool exclusive,       \
-                                    bool reverse, std::optional<at::ScalarType> dtype) {       \
-    return ENGINE(cumprod_spec(exclusive, reverse), ScanOperands{self}, dim, dtype);           \
+                                    bool reverse, std::optional<at::ScalarType> dtype,         \
+                                    const std::optional<at::Tensor>& initial) {                \
+    return ENGINE(cumprod_spec(exclusive, reverse), with_initial(ScanOperands{self}, initial),  \
+                  dim, dtype);                                                                 \
   }                                                                                            \
   inline at::Tensor linear_recurrence##SUFFIX(const at::Tensor& a, const at::Tensor& x,        \
-                                              int64_t dim, bool exclusive, bool reverse) {     \
+                                              int64_t dim, bool exclusive, bool reverse,       \
+                                              const std::optional<at::Tensor>& initial) {      \
     return ENGINE(linear_recurrence_spec(exclusive, reverse),                                  \
-                  ScanOperands{x, nullptr, &a, "x", "a"}, dim, std::nullopt);                  \
+                  with_initial(ScanOperands{x, nullptr, &a, "x", "a"}, initial), dim,          \
+                  std::nullopt);                                                               \
   }                                                                                            \
   inline at::Tensor logcumsumexp##SUFFIX(const at::Tensor& self, int64_t dim, bool exclusive,  \
-                                         bool reverse) {                                       \
-    return ENGINE(logcumsumexp_spec(exclusive, reverse), ScanOperands{self}, dim,              \
-                  std::nullopt);                                                               \
+                                         bool reverse, const std::optional<at::Tensor>& initial) { \
+    return ENGINE(logcumsumexp_spec(exclusive, reverse),                                       \
+                  with_initial(ScanOperands{self}, initial), dim, std::nullopt);               \
   }                                                                                            \
   inline at::Tensor cumsum_fused##SUFFIX(const at::Tensor& self, int64_t dim, bool exclusive,  \
                                          bool reverse, const std::optional<at::Tensor>& add,    \
@@ -104,13 +115,17 @@ inline const at::Tensor* optional_ptr(const std::optional<at::Tensor>& t) {
     in.mul_second = true;                                                                      \
     return ENGINE##_pair(linear_recurrence_backward_spec(reverse), in, dim);                   \
   }                                                                                            \
-  inline std::tuple<at::Tensor, at::Tensor> cummax##SUFFIX(const at::Tensor& self, int64_t dim, \
-                                                          bool exclusive, bool reverse) {      \
-    return ENGINE##_indexed(cummax_spec(exclusive, reverse), ScanOperands{self}, dim);         \
+  inline std::tuple<at::Tensor, at::Tensor> cummax##SUFFIX(                                    \
+      const at::Tensor& self, int64_t dim, bool exclusive, bool reverse,                       \
+      const std::optional<at::Tensor>& initial) {                                              \
+    return ENGINE##_indexed(cummax_spec(exclusive, reverse),                                   \
+                            with_initial(ScanOperands{self}, initial), dim);                   \
   }                                                                                            \
-  inline std::tuple<at::Tensor, at::Tensor> cummin##SUFFIX(const at::Tensor& self, int64_t dim, \
-                                                          bool exclusive, bool reverse) {      \
-    return ENGINE##_indexed(cummin_spec(exclusive, reverse), ScanOperands{self}, dim);         \
+  inline std::tuple<at::Tensor, at::Tensor> cummin##SUFFIX(                                    \
+      const at::Tensor& self, int64_t dim, bool exclusive, bool reverse,                       \
+      const std::optional<at::Tensor>& initial) {                                              \
+    return ENGINE##_indexed(cummin_spec(exclusive, reverse),                                   \
+                            with_initial(ScanOperands{self}, initial), dim);                   \
   }
 
 SCANOPS_CATALOG_OPS(, scan)

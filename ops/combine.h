@@ -45,6 +45,10 @@ enum class CombineKind : int { Sum = 0, Prod = 1, Affine = 2, LogAddExp = 3, Max
 //   selects           true: combine returns one of its operands (rounds nothing), so the
 //                     result is the same bits under any association
 //   value(s)          the scalar written to the output for a state (cast to out_t)
+//   start(v)          the state a line starts from when it is given an initial value v (the
+//                     op's `initial`, of the result dtype): the line's scan is then
+//                     start(v), x[0], x[1], ... in scan order instead of identity(), x[0], ...
+//                     (an exclusive scan writes value(start(v)) = v at its first position)
 // and optionally `runs` (with run_t, run_begin, run_push, run_value): consecutive elements
 // walked by one thread without a chain of combines (LogAddExpCombine).
 // Back ends written against this interface need nothing else from an op.
@@ -93,6 +97,8 @@ struct SumCombine {
   static SCANOPS_HD state_t combine(state_t a, state_t b) { return wrap_add(a, b); }
   template <typename in_t>
   static SCANOPS_HD state_t lift(in_t v) { return static_cast<state_t>(v); }
+  template <typename out_t>
+  static SCANOPS_HD state_t start(out_t v) { return static_cast<state_t>(v); }
   static SCANOPS_HD acc_t value(state_t s) { return s; }
 };
 
@@ -107,6 +113,8 @@ struct ProdCombine {
   static SCANOPS_HD state_t combine(state_t a, state_t b) { return wrap_mul(a, b); }
   template <typename in_t>
   static SCANOPS_HD state_t lift(in_t v) { return static_cast<state_t>(v); }
+  template <typename out_t>
+  static SCANOPS_HD state_t start(out_t v) { return static_cast<state_t>(v); }
   static SCANOPS_HD acc_t value(state_t s) { return s; }
 };
 
@@ -141,6 +149,10 @@ struct AffineCombine {
   static SCANOPS_HD state_t lift_scaled(in_t a, in_t x) {
     return {static_cast<acc_t>(a), static_cast<acc_t>(a) * static_cast<acc_t>(x)};
   }
+  // h[-1] = v: the constant map h -> v (its A, 1 or 0, is never read: the line's first map is
+  // applied to h = 0 only through B; 1 keeps combine(start(v), g).a = g.a).
+  template <typename out_t>
+  static SCANOPS_HD state_t start(out_t v) { return {acc_t(1), static_cast<acc_t>(v)}; }
   static SCANOPS_HD acc_t value(state_t s) { return s.b; }
 };
 
@@ -200,6 +212,8 @@ struct LogAddExpCombine {
   static SCANOPS_HD state_t combine(state_t a, state_t b) { return log_add_exp(a, b); }
   template <typename in_t>
   static SCANOPS_HD state_t lift(in_t v) { return static_cast<state_t>(v); }
+  template <typename out_t>
+  static SCANOPS_HD state_t start(out_t v) { return static_cast<state_t>(v); }
   static SCANOPS_HD acc_t value(state_t s) { return s; }
 
   // Runs (real types only, `runs`): a back end may walk consecutive elements of one thread
@@ -235,9 +249,11 @@ struct LogAddExpCombine {
 // in scan order) takes b when b is NaN, or when neither is NaN and b >= a (max) / b <= a (min):
 // the latest of equal values wins and the latest NaN wins, once a NaN is seen it stays, exactly
 // torch.cummax/cummin's sequential rule. That is the argmax of (rank, scan order) with NaN the
-// highest rank, hence associative. index < 0 marks the identity (the exclusive value at the
-// first position: the lowest value / -inf for max, the highest / +inf for min, index -1); it is
-// neutral on both sides whatever the values.
+// highest rank, hence associative. index == kIdentity (-1) marks the identity (the exclusive
+// value at the first position: the lowest value / -inf for max, the highest / +inf for min); it
+// is neutral on both sides whatever the values. index == kInitial (-2) marks a line's initial
+// value (start(v)): an ordinary value that comes before every element, written with index -1
+// (index()). Every other index is >= 0.
 //
 // The position is kept as idx_t: int64_t in general; a back end may scan lines shorter than
 // 2^31 with `narrow_t` (the same combine with an int32_t position: an 8-byte state for
@@ -273,8 +289,10 @@ struct ExtremumCombine {
   static constexpr bool indexed = true;
   static constexpr bool costly = false;
   static constexpr bool selects = true;
+  static constexpr idx_t kIdentity = -1;
+  static constexpr idx_t kInitial = -2;
   static SCANOPS_HD state_t identity() {
-    return {kMax ? lowest_value<val_t>() : highest_value<val_t>(), -1};
+    return {kMax ? lowest_value<val_t>() : highest_value<val_t>(), kIdentity};
   }
   // Half types compare as float (exact); the state keeps the value's own bits.
   using cmp_t = std::conditional_t<std::is_arithmetic_v<val_t>, val_t, float>;
@@ -284,14 +302,18 @@ struct ExtremumCombine {
     return is_nan(later) || (!is_nan(earlier) && (kMax ? later >= earlier : later <= earlier));
   }
   static SCANOPS_HD state_t combine(const state_t& a, const state_t& b) {
-    return (b.i >= 0 && (a.i < 0 || wins(b.v, a.v))) ? b : a;
+    return (b.i != kIdentity && (a.i == kIdentity || wins(b.v, a.v))) ? b : a;
   }
   template <typename in_t>
   static SCANOPS_HD state_t lift(in_t v, int64_t pos) {
     return {static_cast<val_t>(v), static_cast<idx_t>(pos)};
   }
+  template <typename out_t>
+  static SCANOPS_HD state_t start(out_t v) { return {static_cast<val_t>(v), kInitial}; }
   static SCANOPS_HD val_t value(const state_t& s) { return s.v; }
-  static SCANOPS_HD int64_t index(const state_t& s) { return static_cast<int64_t>(s.i); }
+  static SCANOPS_HD int64_t index(const state_t& s) {
+    return s.i < 0 ? int64_t(-1) : static_cast<int64_t>(s.i);
+  }
 };
 template <typename val_t>
 using MaxCombine = ExtremumCombine<val_t, true>;

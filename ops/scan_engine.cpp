@@ -46,9 +46,12 @@ constexpr const char* kReal = "float32, float64, float16, bfloat16, int8, int16,
 Backend g_cuda;
 std::atomic<const Backend*> g_cuda_backend{nullptr};
 
-// The CPU back end runs the scan alone: companions materialised, input scaling, epilogue and
-// shifts done by the engine around it.
-constexpr Backend kCpuBackend{&scan_cpu, {}};
+// The CPU back end: its capabilities are its own (scan_cpu_caps); the engine converts the rest
+// (today: companions materialised, input scaling, epilogue and shifts done around the scan).
+const Backend& cpu_backend() {
+  static const Backend b{&scan_cpu, scan_cpu_caps()};
+  return b;
+}
 
 }  // namespace
 
@@ -119,6 +122,36 @@ void check_companion(const ScanSpec& spec, const at::Tensor& self, const char* s
               " is not broadcastable to the shape of argument '", self_name, "', ", xs);
 }
 
+// initial: the result dtype, self's device, broadcastable to self's shape without dim `d`.
+void check_initial(const ScanSpec& spec, const ScanOperands& in, int64_t d,
+                   at::ScalarType out_dtype) {
+  const char* op = spec.op_name;
+  const at::Tensor& t = *in.initial;
+  const at::Tensor& self = in.self;
+  TORCH_CHECK(t.scalar_type() == out_dtype, op, ": argument 'initial' has dtype ",
+              t.scalar_type(), " but the result has dtype ", out_dtype,
+              "; they must match (the scan's state is of the result dtype)");
+  TORCH_CHECK(t.device() == self.device(), op, ": argument 'initial' is on ", t.device(),
+              " but argument '", in.self_name, "' is on ", self.device(),
+              "; both must be on the same device");
+  const auto ts = t.sym_sizes();
+  const auto xs = self.sym_sizes();
+  std::vector<c10::SymInt> line;  // self's shape without d
+  for (int64_t k = 0; k < static_cast<int64_t>(xs.size()); ++k) {
+    if (k != d) line.push_back(xs[k]);
+  }
+  bool ok = ts.size() <= line.size();
+  for (size_t k = 0; ok && k < ts.size(); ++k) {
+    const auto& m = ts[ts.size() - 1 - k];
+    const auto& x = line[line.size() - 1 - k];
+    ok = (m == 1) || (m == x);
+  }
+  TORCH_CHECK(ok, op, ": argument 'initial' of shape ", ts,
+              " is not broadcastable to the shape of argument '", in.self_name,
+              "' without the scan dim ", d, ", ", c10::SymIntArrayRef(line),
+              " (one value per line)");
+}
+
 }  // namespace
 
 int64_t check_scan_args(const ScanSpec& spec, const ScanOperands& in, int64_t dim,
@@ -158,6 +191,9 @@ int64_t check_scan_args(const ScanSpec& spec, const ScanOperands& in, int64_t di
               ": shift_mul needs a tensor 'mul'");
   TORCH_CHECK(!in.mul_second || (in.shift_mul && in.mul->scalar_type() == out_dtype), op,
               ": a second output needs shift_mul and a 'mul' of the result dtype");
+  if (in.initial != nullptr && in.initial->defined()) {
+    check_initial(spec, in, c10::maybe_wrap_dim(dim, n), out_dtype);
+  }
   if (in.coeff != nullptr) {
     TORCH_CHECK(!in.coeff->defined() || in.coeff->scalar_type() == self.scalar_type(), op,
                 ": argument '", in.coeff_name, "' has dtype ", in.coeff->scalar_type(),
@@ -243,7 +279,7 @@ const Backend& backend_for(const ScanSpec& spec, const ScanOperands& in) {
   const auto device = in.self.device();
   switch (device.type()) {
     case c10::DeviceType::CPU:
-      return kCpuBackend;
+      return cpu_backend();
     case c10::DeviceType::CUDA: {
       const Backend* b = cuda_backend();
       TORCH_CHECK(b != nullptr, spec.op_name,
@@ -255,6 +291,88 @@ const Backend& backend_for(const ScanSpec& spec, const ScanOperands& in) {
       TORCH_CHECK(false, spec.op_name, ": argument '", in.self_name,
                   "' is on unsupported device ", device);
   }
+}
+
+std::tuple<at::Tensor, at::Tensor> run(const ScanSpec& spec, const ScanOperands& in,
+                                       int64_t dim, std::optional<at::ScalarType> dtype);
+
+// LineState::initial: `initial` broadcast to self's shape without d, contiguous, (conjugate
+// and negative views resolved): outer * inner values, line (o, i) at o * inner + i.
+at::Tensor line_values(const at::Tensor& initial, const at::Tensor& self, int64_t d) {
+  std::vector<int64_t> line;
+  for (int64_t k = 0; k < self.dim(); ++k) {
+    if (k != d) line.push_back(self.size(k));
+  }
+  at::Tensor t = initial;
+  if (t.is_conj()) t = t.resolve_conj();
+  if (t.is_neg()) t = t.resolve_neg();
+  return t.expand(line).contiguous();
+}
+
+// A back end without BackendCaps::line_state: the initial value prepended to every line as
+// its first element in scan order, the lines scanned from the identity, the added position
+// dropped. The same values as a scan that starts from it (Combine::start(v) is lift(v) of an
+// element v, with coefficient 1 and mask true), at the cost of a copy of the operands.
+//   inclusive: scan(v, x[0], ..., x[n-1]) less its first output
+//   exclusive: the inclusive scan of (v, x[0], ..., x[n-2]) (x[n-1] reaches no output)
+// cummax / cummin: positions one on, so the initial value's own is -1.
+std::tuple<at::Tensor, at::Tensor> run_prepended(const ScanSpec& spec, const ScanOperands& in,
+                                                 int64_t d, std::optional<at::ScalarType> dtype,
+                                                 at::Tensor& output, at::Tensor& indices) {
+  const at::Tensor& self = in.self;
+  const bool rev = spec.flags.reverse, excl = spec.flags.exclusive;
+  const at::Tensor x0 = self.dim() == 0 ? self.reshape({1}) : self;
+  const int64_t dd = self.dim() == 0 ? 0 : d;
+  const int64_t n = x0.size(dd);
+  const auto sizes = x0.sizes();
+  // Along dd: `head` (one position) placed first in scan order before `t`, whose last position
+  // in scan order is dropped for exclusive scans.
+  const auto with_head = [&](const at::Tensor& head, const at::Tensor& t) {
+    at::Tensor body = t.expand(sizes);
+    if (excl) body = rev ? body.narrow(dd, 1, n - 1) : body.narrow(dd, 0, n - 1);
+    return rev ? at::cat({body, head}, dd) : at::cat({head, body}, dd);
+  };
+  std::vector<int64_t> one(sizes.begin(), sizes.end());
+  one[dd] = 1;
+  const auto out_dtype = output.scalar_type();
+  at::Tensor v = line_values(*in.initial, self, d).reshape(one);
+  at::Tensor x = x0.scalar_type() == out_dtype ? x0 : x0.to(out_dtype);
+  at::Tensor xp = with_head(v, x);
+  at::Tensor mp, ap;
+  ScanOperands pin{xp};
+  pin.self_name = in.self_name;
+  pin.coeff_name = in.coeff_name;
+  pin.wide_acc = in.wide_acc;
+  if (in.mask != nullptr) {
+    mp = with_head(at::ones(one, in.mask->options()), *in.mask);
+    pin.mask = &mp;
+  }
+  if (in.coeff != nullptr) {
+    ap = with_head(at::ones(one, in.coeff->options().dtype(out_dtype)),
+                   in.coeff->scalar_type() == out_dtype ? *in.coeff : in.coeff->to(out_dtype));
+    pin.coeff = &ap;
+  }
+  ScanSpec ps = spec;
+  ps.flags.exclusive = false;
+  auto [values, idx] = run(ps, pin, dd, std::nullopt);
+  const int64_t off = excl || rev ? 0 : 1;  // where the kept n positions begin
+  output.copy_(values.narrow(dd, off, n).reshape(output.sizes()));
+  if (kind_is_indexed(spec.kind)) {
+    at::Tensor pos = idx.narrow(dd, off, n);
+    // back to positions in x: forward, v at 0 and x[j] at j + 1; reverse inclusive,
+    // (x[0], ..., x[n-1], v); reverse exclusive, (x[1], ..., x[n-1], v)
+    at::Tensor shifted;
+    if (!rev) {
+      shifted = pos - 1;  // v at 0 -> -1, x[j] at j + 1
+    } else if (!excl) {
+      shifted = at::where(pos == n, at::full_like(pos, -1), pos);  // v at n
+    } else {
+      // reverse exclusive: (x[1], ..., x[n-1], v): x[j] at j - 1, v at n - 1
+      shifted = at::where(pos == n - 1, at::full_like(pos, -1), pos + 1);
+    }
+    indices.copy_(shifted.reshape(indices.sizes()));
+  }
+  return {output, indices};
 }
 
 // Checks, canonicalises, allocates (the output, and the indices for indexed kinds), converts
@@ -275,6 +393,13 @@ std::tuple<at::Tensor, at::Tensor> run(const ScanSpec& spec, const ScanOperands&
   if (output.numel() == 0) return {output, indices};
   const Backend& backend = backend_for(spec, in);
   const BackendCaps& caps = backend.caps;
+  const bool has_initial = in.initial != nullptr && in.initial->defined();
+  TORCH_CHECK(!has_initial || (in.add == nullptr && in.mul == nullptr && !in.scale_input &&
+                               !in.shift_mul && !in.mul_second),
+              spec.op_name, ": internal error: an initial value with a fused epilogue");
+  if (has_initial && !caps.line_state) {
+    return run_prepended(spec, in, d, dtype, output, indices);
+  }
 
   ScanProblem p;
   p.spec = spec;
@@ -340,6 +465,7 @@ std::tuple<at::Tensor, at::Tensor> run(const ScanSpec& spec, const ScanOperands&
   }
   p.out.values = output;
   if (kind_is_indexed(spec.kind)) p.out.indices = indices;
+  if (has_initial) p.state.initial = line_values(*in.initial, self, d);
 
   if (caps.fused_epilogue) {
     backend.run(p);

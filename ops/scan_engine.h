@@ -69,9 +69,17 @@ struct ScanInputs {
   bool scale_input = false;
 };
 
-// Per-line state in: the state each line starts from. Today every line starts from the
-// combine's identity; the stateful scans (an `initial` for every op) fill this part.
-struct LineState {};
+// Per-line state in: the value each line starts from (the ops' `initial`).
+//   initial: undefined (every line starts from the combine's identity), or out_t (the result
+//            dtype), contiguous, outer * inner elements: line (o, i) starts from
+//            Combine::start(initial[o * inner + i]), taken in before the line's first element
+//            in scan order (the last along the dim for a reverse scan). An exclusive scan
+//            writes it at that first position. Back ends without BackendCaps::line_state get
+//            the problem with the initial value prepended to every line instead (the engine).
+struct LineState {
+  at::Tensor initial;
+  bool defined() const { return initial.defined(); }
+};
 
 // The segment structure of a segmented scan: empty (one segment per line) until segmented
 // scans (reset masks, jagged offsets) fill it.
@@ -127,6 +135,7 @@ struct ProblemData {
   const out_t* mul;       // mul of out_t
   const bool* mul_mask;   // mul of bool
   out_t* second;
+  const out_t* initial;  // LineState::initial: outer * inner values
   explicit ProblemData(const ScanProblem& p)
       : input(p.in.input.const_data_ptr<in_t>()),
         coeff(p.in.coeff.defined() ? p.in.coeff.t.const_data_ptr<in_t>() : nullptr),
@@ -141,7 +150,8 @@ struct ProblemData {
                      ? p.epilogue.mul.const_data_ptr<bool>()
                      : nullptr),
         second(p.epilogue.second.defined() ? p.epilogue.second.mutable_data_ptr<out_t>()
-                                           : nullptr) {}
+                                           : nullptr),
+        initial(p.state.defined() ? p.state.initial.const_data_ptr<out_t>() : nullptr) {}
 };
 
 // ---- Back ends -----------------------------------------------------------------------------
@@ -152,6 +162,7 @@ struct ProblemData {
 struct BackendCaps {
   bool broadcast_in_place = false;  // reads a broadcast Companion through its strides
   bool fused_epilogue = false;      // ScanInputs::scale_input and Epilogue::add / mul
+  bool line_state = false;          // starts each line from LineState::initial
   // Whether it reads mul one position on (Epilogue::shift_mul) for this problem (its shape,
   // spec, inputs and epilogue set); nullptr: never.
   bool (*shift_mul)(const ScanProblem&) = nullptr;
@@ -183,6 +194,9 @@ struct ScanOperands {
   const at::Tensor* coeff = nullptr;
   const char* self_name = "self";
   const char* coeff_name = "a";
+  // The ops' `initial` (optional): the value each line starts from, of the result dtype, of
+  // self's shape without the scan dim or broadcastable to it (LineState).
+  const at::Tensor* initial = nullptr;
   // The backward passes' fusions (internal ops: scanops::_cumsum_fused,
   // scanops::_linear_recurrence_fused): an output epilogue mul * (value + add), elementwise,
   // and for Affine the input scaled by its coefficient. `add` has the result dtype, `mul` the
@@ -232,6 +246,7 @@ std::tuple<at::Tensor, at::Tensor> scan_meta_indexed(const ScanSpec& spec,
 // Back ends. The CPU's always exists; the CUDA back end registers itself when the library is
 // built with CUDA (see ops/cuda/), so that the host code has no CUDA dependency.
 void scan_cpu(const ScanProblem& p);
+BackendCaps scan_cpu_caps();  // what the CPU back end takes as is (ops/cpu/scan_cpu.cpp)
 void register_cuda_backend(const Backend& backend);
 const Backend* cuda_backend();  // nullptr if the library was built without CUDA
 

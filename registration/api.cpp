@@ -15,10 +15,13 @@ template <typename Sig>
 c10::TypedOperatorHandle<Sig> find_op(const char* name) {
   return c10::Dispatcher::singleton().findSchemaOrThrow(name, "").typed<Sig>();
 }
-using ScanSig = at::Tensor(const at::Tensor&, int64_t, bool, bool, std::optional<at::ScalarType>);
+using OptTensor = const std::optional<at::Tensor>&;
+using ScanSig = at::Tensor(const at::Tensor&, int64_t, bool, bool, std::optional<at::ScalarType>,
+                           OptTensor);
 using MaskedSig = at::Tensor(const at::Tensor&, const at::Tensor&, int64_t, bool, bool,
-                             std::optional<at::ScalarType>);
-using IndexedSig = std::tuple<at::Tensor, at::Tensor>(const at::Tensor&, int64_t, bool, bool);
+                             std::optional<at::ScalarType>, OptTensor);
+using IndexedSig =
+    std::tuple<at::Tensor, at::Tensor>(const at::Tensor&, int64_t, bool, bool, OptTensor);
 void check_no_dtype(const char* op, const ScanOptions& o) {
   TORCH_CHECK(!o.dtype.has_value(), op,
               ": ScanOptions::dtype is not supported (the result has the input's dtype)");
@@ -27,47 +30,47 @@ void check_no_dtype(const char* op, const ScanOptions& o) {
 
 at::Tensor cumsum(const at::Tensor& self, int64_t dim, const ScanOptions& o) {
   static const auto op = find_op<ScanSig>("scanops::cumsum");
-  return op.call(self, dim, o.exclusive, o.reverse, o.dtype);
+  return op.call(self, dim, o.exclusive, o.reverse, o.dtype, o.initial);
 }
 
 at::Tensor masked_cumsum(const at::Tensor& self, const at::Tensor& mask, int64_t dim,
                          const ScanOptions& o) {
   static const auto op = find_op<MaskedSig>("scanops::masked_cumsum");
-  return op.call(self, mask, dim, o.exclusive, o.reverse, o.dtype);
+  return op.call(self, mask, dim, o.exclusive, o.reverse, o.dtype, o.initial);
 }
 
 at::Tensor cumprod(const at::Tensor& self, int64_t dim, const ScanOptions& o) {
   static const auto op = find_op<ScanSig>("scanops::cumprod");
-  return op.call(self, dim, o.exclusive, o.reverse, o.dtype);
+  return op.call(self, dim, o.exclusive, o.reverse, o.dtype, o.initial);
 }
 
 at::Tensor linear_recurrence(const at::Tensor& a, const at::Tensor& x, int64_t dim,
                              const ScanOptions& o) {
-  using Sig = at::Tensor(const at::Tensor&, const at::Tensor&, int64_t, bool, bool);
+  using Sig = at::Tensor(const at::Tensor&, const at::Tensor&, int64_t, bool, bool, OptTensor);
   check_no_dtype("scanops.linear_recurrence", o);
   static const auto op = find_op<Sig>("scanops::linear_recurrence");
-  return op.call(a, x, dim, o.exclusive, o.reverse);
+  return op.call(a, x, dim, o.exclusive, o.reverse, o.initial);
 }
 
 at::Tensor logcumsumexp(const at::Tensor& self, int64_t dim, const ScanOptions& o) {
-  using Sig = at::Tensor(const at::Tensor&, int64_t, bool, bool);
+  using Sig = at::Tensor(const at::Tensor&, int64_t, bool, bool, OptTensor);
   check_no_dtype("scanops.logcumsumexp", o);
   static const auto op = find_op<Sig>("scanops::logcumsumexp");
-  return op.call(self, dim, o.exclusive, o.reverse);
+  return op.call(self, dim, o.exclusive, o.reverse, o.initial);
 }
 
 std::tuple<at::Tensor, at::Tensor> cummax(const at::Tensor& self, int64_t dim,
                                           const ScanOptions& o) {
   check_no_dtype("scanops.cummax", o);
   static const auto op = find_op<IndexedSig>("scanops::cummax");
-  return op.call(self, dim, o.exclusive, o.reverse);
+  return op.call(self, dim, o.exclusive, o.reverse, o.initial);
 }
 
 std::tuple<at::Tensor, at::Tensor> cummin(const at::Tensor& self, int64_t dim,
                                           const ScanOptions& o) {
   check_no_dtype("scanops.cummin", o);
   static const auto op = find_op<IndexedSig>("scanops::cummin");
-  return op.call(self, dim, o.exclusive, o.reverse);
+  return op.call(self, dim, o.exclusive, o.reverse, o.initial);
 }
 
 std::string version() { return SCANOPS_VERSION; }

@@ -1,35 +1,42 @@
 // scanops: the op catalogue as users see it. Every schema lives here, in one block.
 #include <torch/library.h>
 
+// Every public op takes `initial` (keyword-only, last, default None): the value each line
+// starts from (ops/scan_engine.h, LineState). Programs saved with the schemas before it (no
+// `initial`) load and run: the argument is trailing and defaulted (test/data/).
 TORCH_LIBRARY(scanops, m) {
   const std::vector<at::Tag> tags{at::Tag::pt2_compliant_tag};
   m.def(
       "cumsum(Tensor self, int dim, *, bool exclusive=False, bool reverse=False, "
-      "ScalarType? dtype=None) -> Tensor",
+      "ScalarType? dtype=None, Tensor? initial=None) -> Tensor",
       tags);
   m.def(
       "masked_cumsum(Tensor self, Tensor mask, int dim, *, bool exclusive=False, "
-      "bool reverse=False, ScalarType? dtype=None) -> Tensor",
+      "bool reverse=False, ScalarType? dtype=None, Tensor? initial=None) -> Tensor",
       tags);
   m.def(
       "cumprod(Tensor self, int dim, *, bool exclusive=False, bool reverse=False, "
-      "ScalarType? dtype=None) -> Tensor",
+      "ScalarType? dtype=None, Tensor? initial=None) -> Tensor",
       tags);
-  // h[t] = a[t] * h[t-1] + x[t], h[-1] = 0 (exclusive: y[t] = h[t-1]).
+  // h[t] = a[t] * h[t-1] + x[t], h[-1] = initial or 0 (exclusive: y[t] = h[t-1]).
   m.def(
       "linear_recurrence(Tensor a, Tensor x, int dim, *, bool exclusive=False, "
-      "bool reverse=False) -> Tensor",
+      "bool reverse=False, Tensor? initial=None) -> Tensor",
       tags);
-  m.def("logcumsumexp(Tensor self, int dim, *, bool exclusive=False, bool reverse=False) -> Tensor",
-        tags);
-  // indices: int64 positions along dim (original order) of the values; -1 where an exclusive
-  // scan has seen no element yet.
   m.def(
-      "cummax(Tensor self, int dim, *, bool exclusive=False, bool reverse=False) -> "
+      "logcumsumexp(Tensor self, int dim, *, bool exclusive=False, bool reverse=False, "
+      "Tensor? initial=None) -> Tensor",
+      tags);
+  // indices: int64 positions along dim (original order) of the values; -1 where an exclusive
+  // scan has seen no element yet, or where the value is still the line's initial value.
+  m.def(
+      "cummax(Tensor self, int dim, *, bool exclusive=False, bool reverse=False, "
+      "Tensor? initial=None) -> "
       "(Tensor values, Tensor indices)",
       tags);
   m.def(
-      "cummin(Tensor self, int dim, *, bool exclusive=False, bool reverse=False) -> "
+      "cummin(Tensor self, int dim, *, bool exclusive=False, bool reverse=False, "
+      "Tensor? initial=None) -> "
       "(Tensor values, Tensor indices)",
       tags);
   // Internal (the backward passes' fusions, no autograd of their own): the scan's output y

@@ -18,6 +18,14 @@
 // float16 / bfloat16 / float32 accumulate in float32 on CUDA (float64 for cumprod) and in
 // float64 on the CPU;
 // integers accumulate in int64 (wrapping).
+// Initial values (`initial`, every op): each line starts from a given value instead of the
+// identity, taken in before its first element in scan order (for reverse scans: after the end
+// of the line). cumsum: y[i] = initial + x[0] + ... + x[i]; cumprod multiplies it in;
+// logcumsumexp log-adds it; linear_recurrence takes it as h[-1]; cummax / cummin start their
+// running extremum from it (positions still holding it get index -1). Exclusive scans return
+// it at the first position. Continuing a scan: the final state of a line is the last value of
+// an inclusive scan (the first of a reverse one); pass it as the next chunk's `initial`.
+// Differentiable in `initial` too.
 // Supported dtypes (CPU and CUDA alike): float32, float64, float16, bfloat16, complex64,
 // complex128, int8, int16, int32, int64, uint8, bool (per op below; complex accumulates in
 // complex64 on CUDA and complex128 on the CPU, complex128 for products). The result is a new contiguous tensor of the input's shape;
@@ -42,11 +50,14 @@ struct ScanOptions {
   bool exclusive = false;
   bool reverse = false;
   std::optional<at::ScalarType> dtype = std::nullopt;  // result dtype; input converted first
+  // The value each line starts from (every op; see "Initial values" above): of the result
+  // dtype, self's shape without `dim` or broadcastable to it. Unset: the combine's identity.
+  std::optional<at::Tensor> initial = std::nullopt;
 };
 
 // Cumulative sum along `dim`.
 // Schema: cumsum(Tensor self, int dim, *, bool exclusive=False, bool reverse=False,
-//                ScalarType? dtype=None) -> Tensor
+//                ScalarType? dtype=None, Tensor? initial=None) -> Tensor
 // Gradient: cumsum(grad, dim, exclusive, !reverse).
 at::Tensor cumsum(const at::Tensor& self, int64_t dim, const ScanOptions& options = {});
 
@@ -55,23 +66,24 @@ at::Tensor cumsum(const at::Tensor& self, int64_t dim, const ScanOptions& option
 // contribute exactly 0, even when they hold NaN or inf (cumsum(self * mask) would not).
 // Gradient wrt self: cumsum(grad, dim, exclusive, !reverse) * mask.
 // Schema: masked_cumsum(Tensor self, Tensor mask, int dim, *, bool exclusive=False,
-//                       bool reverse=False, ScalarType? dtype=None) -> Tensor
+//                       bool reverse=False, ScalarType? dtype=None,
+//                       Tensor? initial=None) -> Tensor
 at::Tensor masked_cumsum(const at::Tensor& self, const at::Tensor& mask, int64_t dim,
                          const ScanOptions& options = {});
 
 // Cumulative product along `dim`. Gradient exact with zeros in the input, O(n), no host
 // synchronisation.
 // Schema: cumprod(Tensor self, int dim, *, bool exclusive=False, bool reverse=False,
-//                 ScalarType? dtype=None) -> Tensor
+//                 ScalarType? dtype=None, Tensor? initial=None) -> Tensor
 at::Tensor cumprod(const at::Tensor& self, int64_t dim, const ScanOptions& options = {});
 
-// First-order linear recurrence along `dim`: h[t] = a[t] * h[t-1] + x[t], h[-1] = 0
+// First-order linear recurrence along `dim`: h[t] = a[t] * h[t-1] + x[t], h[-1] = 0 (or initial)
 // (reverse: h[t] = a[t] * h[t+1] + x[t]); exclusive returns h[t-1] (0 first). `a` has x's
 // dtype (float32, float64, float16, bfloat16) and broadcasts to x's shape; the result has
 // x's shape and dtype. Differentiable in a and x (to any order); this is the scan over affine
 // maps h -> a*h + x, and cumprod's backward uses it. `options.dtype` must be unset.
 // Schema: linear_recurrence(Tensor a, Tensor x, int dim, *, bool exclusive=False,
-//                           bool reverse=False) -> Tensor
+//                           bool reverse=False, Tensor? initial=None) -> Tensor
 at::Tensor linear_recurrence(const at::Tensor& a, const at::Tensor& x, int64_t dim,
                              const ScanOptions& options = {});
 
@@ -82,8 +94,8 @@ at::Tensor linear_recurrence(const at::Tensor& a, const at::Tensor& x, int64_t d
 // on CUDA, float64 on the CPU). `options.dtype` must be unset.
 // Gradient: numerically stable (torch's formula, on scanops' reverse scans); twice
 // differentiable.
-// Schema: logcumsumexp(Tensor self, int dim, *, bool exclusive=False, bool reverse=False)
-//         -> Tensor
+// Schema: logcumsumexp(Tensor self, int dim, *, bool exclusive=False, bool reverse=False,
+//                      Tensor? initial=None) -> Tensor
 at::Tensor logcumsumexp(const at::Tensor& self, int64_t dim, const ScanOptions& options = {});
 
 // Running maximum / minimum along `dim` and where it came from, as torch.cummax / cummin:
@@ -93,8 +105,8 @@ at::Tensor logcumsumexp(const at::Tensor& self, int64_t dim, const ScanOptions& 
 // holds the identity, -inf / the dtype's lowest value for cummax (+inf / highest for cummin),
 // with index -1. Real and bool dtypes (complex numbers have no order). Gradient: the values'
 // gradient goes to the selected elements (a deterministic segmented sum, no atomics).
-// Schema: cummax(Tensor self, int dim, *, bool exclusive=False, bool reverse=False)
-//         -> (Tensor values, Tensor indices)     (cummin likewise)
+// Schema: cummax(Tensor self, int dim, *, bool exclusive=False, bool reverse=False,
+//                Tensor? initial=None) -> (Tensor values, Tensor indices)     (cummin likewise)
 std::tuple<at::Tensor, at::Tensor> cummax(const at::Tensor& self, int64_t dim,
                                           const ScanOptions& options = {});
 std::tuple<at::Tensor, at::Tensor> cummin(const at::Tensor& self, int64_t dim,

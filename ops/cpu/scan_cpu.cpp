@@ -7,6 +7,10 @@
 
 namespace scanops {
 
+// The CPU back end runs the scan alone: companions materialised, input scaling, epilogue and
+// shifts done by the engine around it.
+BackendCaps scan_cpu_caps() { return BackendCaps{}; }
+
 void scan_cpu(const ScanProblem& p) {
   switch (p.spec.kind) {
     case CombineKind::Sum: return cpu::scan_sum(p);

@@ -191,18 +191,23 @@ def library_path() -> Optional[str]:
 
 
 def _lower_dtype(op, x: torch.Tensor, dim: int, exclusive: bool, reverse: bool,
-                 dtype: Optional[torch.dtype], *extra: torch.Tensor) -> torch.Tensor:
+                 dtype: Optional[torch.dtype], *extra: torch.Tensor,
+                 initial: Optional[torch.Tensor] = None) -> torch.Tensor:
     # While torch.export traces, express `dtype=` as explicit casts. Exact same result
     # (the input is converted to `dtype` before the scan; integers wrap, so an int64
     # accumulation cast down equals a narrower one), and it keeps `dtype` out of the
     # serialized op call: AOTInductor's proxy executor in torch 2.11 decodes a ScalarType
     # argument with the wrong numbering (float32 arrives as float64, float64 as complex32).
-    y = op(x.to(dtype), *extra, dim, exclusive=exclusive, reverse=reverse)
+    # An integral `dtype` scans in int64 here, so `initial` (of `dtype`) is widened to it.
+    if initial is not None and not (dtype.is_floating_point or dtype.is_complex):
+        initial = initial.to(torch.int64)
+    y = op(x.to(dtype), *extra, dim, exclusive=exclusive, reverse=reverse, initial=initial)
     return y if y.dtype == dtype else y.to(dtype)
 
 
 def cumsum(x: torch.Tensor, dim: int, *, exclusive: bool = False, reverse: bool = False,
-           dtype: Optional[torch.dtype] = None) -> torch.Tensor:
+           dtype: Optional[torch.dtype] = None,
+           initial: Optional[torch.Tensor] = None) -> torch.Tensor:
     """Cumulative sum of ``x`` along ``dim``.
 
     Args:
@@ -213,51 +218,65 @@ def cumsum(x: torch.Tensor, dim: int, *, exclusive: bool = False, reverse: bool 
         reverse: scan from the end of the dimension.
         dtype: result dtype; ``x`` is converted to it first. Default: int64 for integral and
             bool inputs, else ``x.dtype``.
+        initial: the value each line starts from (``y[i] = initial + x[0] + ... + x[i]``;
+            exclusive scans return it first; reverse scans take it in at the end of the line):
+            the result dtype, ``x``'s shape without ``dim`` or broadcastable to it. Default:
+            0. Continue a scan in chunks by passing the last value of the previous chunk's
+            result.
 
     Returns:
-        A new contiguous tensor of ``x``'s shape. Differentiable in ``x``.
+        A new contiguous tensor of ``x``'s shape. Differentiable in ``x`` and ``initial``.
     """
     if dtype is not None and torch.compiler.is_exporting():
-        return _lower_dtype(torch.ops.scanops.cumsum, x, dim, exclusive, reverse, dtype)
-    return torch.ops.scanops.cumsum(x, dim, exclusive=exclusive, reverse=reverse, dtype=dtype)
+        return _lower_dtype(torch.ops.scanops.cumsum, x, dim, exclusive, reverse, dtype,
+                            initial=initial)
+    return torch.ops.scanops.cumsum(x, dim, exclusive=exclusive, reverse=reverse, dtype=dtype,
+                                    initial=initial)
 
 
 def masked_cumsum(x: torch.Tensor, mask: torch.Tensor, dim: int, *, exclusive: bool = False,
-                  reverse: bool = False, dtype: Optional[torch.dtype] = None) -> torch.Tensor:
+                  reverse: bool = False, dtype: Optional[torch.dtype] = None,
+                  initial: Optional[torch.Tensor] = None) -> torch.Tensor:
     """Cumulative sum of ``x * mask`` along ``dim``, without materialising the product.
 
     Args:
         x: input tensor (dtypes as :func:`cumsum`).
         mask: bool tensor broadcastable to ``x``'s shape, on ``x``'s device. Masked-off
             elements contribute 0.
-        dim, exclusive, reverse, dtype: as :func:`cumsum`.
+        dim, exclusive, reverse, dtype, initial: as :func:`cumsum` (``initial`` is never
+            masked).
 
     Returns:
-        A new tensor of ``x``'s shape. Differentiable in ``x``.
+        A new tensor of ``x``'s shape. Differentiable in ``x`` and ``initial``.
     """
     if dtype is not None and torch.compiler.is_exporting():
         return _lower_dtype(torch.ops.scanops.masked_cumsum, x, dim, exclusive, reverse, dtype,
-                            mask)
+                            mask, initial=initial)
     return torch.ops.scanops.masked_cumsum(x, mask, dim, exclusive=exclusive, reverse=reverse,
-                                           dtype=dtype)
+                                           dtype=dtype, initial=initial)
 
 
 def cumprod(x: torch.Tensor, dim: int, *, exclusive: bool = False, reverse: bool = False,
-            dtype: Optional[torch.dtype] = None) -> torch.Tensor:
+            dtype: Optional[torch.dtype] = None,
+            initial: Optional[torch.Tensor] = None) -> torch.Tensor:
     """Cumulative product of ``x`` along ``dim``.
 
-    Args and result as :func:`cumsum` (``exclusive`` puts 1 first). The gradient is exact
-    when ``x`` contains zeros, O(n), and needs no host synchronisation.
+    Args and result as :func:`cumsum` (``exclusive`` puts 1, or ``initial``, first;
+    ``initial`` multiplies every product). The gradient is exact when ``x`` contains zeros,
+    O(n), and needs no host synchronisation.
     """
     if dtype is not None and torch.compiler.is_exporting():
-        return _lower_dtype(torch.ops.scanops.cumprod, x, dim, exclusive, reverse, dtype)
-    return torch.ops.scanops.cumprod(x, dim, exclusive=exclusive, reverse=reverse, dtype=dtype)
+        return _lower_dtype(torch.ops.scanops.cumprod, x, dim, exclusive, reverse, dtype,
+                            initial=initial)
+    return torch.ops.scanops.cumprod(x, dim, exclusive=exclusive, reverse=reverse, dtype=dtype,
+                                     initial=initial)
 
 
 def linear_recurrence(a: torch.Tensor, x: torch.Tensor, dim: int, *, exclusive: bool = False,
-                      reverse: bool = False) -> torch.Tensor:
+                      reverse: bool = False,
+                      initial: Optional[torch.Tensor] = None) -> torch.Tensor:
     """First-order linear recurrence along ``dim``: ``h[t] = a[t] * h[t-1] + x[t]``,
-    ``h[-1] = 0``.
+    ``h[-1] = initial`` (default 0).
 
     Args:
         a: coefficients, ``x``'s dtype (float32/64, float16, bfloat16, complex64/128),
@@ -266,30 +285,41 @@ def linear_recurrence(a: torch.Tensor, x: torch.Tensor, dim: int, *, exclusive: 
         x: inputs.
         dim: the time dimension (negative counts from the end).
         exclusive: return ``h[t-1]`` (0 first) instead of ``h[t]``.
-        reverse: run from the end: ``h[t] = a[t] * h[t+1] + x[t]``.
+        reverse: run from the end: ``h[t] = a[t] * h[t+1] + x[t]`` (``initial`` is then
+            ``h[n]``).
+        initial: the state before the first step (an SSM's ``h0``; continue a recurrence in
+            chunks with the previous chunk's last ``h``): ``x``'s dtype, ``x``'s shape without
+            ``dim`` or broadcastable to it.
 
     Returns:
-        ``h``, with ``x``'s shape and dtype. Differentiable in ``a`` and ``x``.
+        ``h``, with ``x``'s shape and dtype. Differentiable in ``a``, ``x`` and ``initial``.
     """
-    return torch.ops.scanops.linear_recurrence(a, x, dim, exclusive=exclusive, reverse=reverse)
+    return torch.ops.scanops.linear_recurrence(a, x, dim, exclusive=exclusive, reverse=reverse,
+                                               initial=initial)
 
 
 def logcumsumexp(x: torch.Tensor, dim: int, *, exclusive: bool = False,
-                 reverse: bool = False) -> torch.Tensor:
+                 reverse: bool = False,
+                 initial: Optional[torch.Tensor] = None) -> torch.Tensor:
     """Cumulative log-sum-exp along ``dim``: ``y[i] = log(exp(x[0]) + ... + exp(x[i]))``,
     computed stably, as :func:`torch.logcumsumexp`.
 
     Args:
         x: floating or complex tensor (float32/64, float16, bfloat16, complex64/128).
         dim, exclusive, reverse: as :func:`cumsum`; ``exclusive`` puts ``-inf`` first.
+        initial: a log-space value log-added before the first element (default ``-inf``):
+            ``x``'s dtype, ``x``'s shape without ``dim`` or broadcastable to it.
 
     Returns:
-        A new tensor of ``x``'s shape and dtype. Differentiable in ``x`` (twice and more).
+        A new tensor of ``x``'s shape and dtype. Differentiable in ``x`` and ``initial``
+        (twice and more).
     """
-    return torch.ops.scanops.logcumsumexp(x, dim, exclusive=exclusive, reverse=reverse)
+    return torch.ops.scanops.logcumsumexp(x, dim, exclusive=exclusive, reverse=reverse,
+                                          initial=initial)
 
 
-def cummax(x: torch.Tensor, dim: int, *, exclusive: bool = False, reverse: bool = False):
+def cummax(x: torch.Tensor, dim: int, *, exclusive: bool = False, reverse: bool = False,
+           initial: Optional[torch.Tensor] = None):
     """Running maximum along ``dim`` and its position, as :func:`torch.cummax`.
 
     Of equal values the latest in scan order wins; NaN propagates, with the index of the
@@ -299,16 +329,22 @@ def cummax(x: torch.Tensor, dim: int, *, exclusive: bool = False, reverse: bool 
 
     Args:
         x: real or bool tensor (complex numbers have no order).
+        initial: the running maximum each line starts from (``x``'s dtype, ``x``'s shape
+            without ``dim`` or broadcastable to it); positions where it is still the maximum
+            get index ``-1`` (an element equal to it wins, as later elements do).
 
     Returns:
         ``(values, indices)``: ``x``'s dtype and int64, ``x``'s shape. Differentiable in
         ``x`` (the gradient goes to the selected elements).
     """
-    return torch.ops.scanops.cummax(x, dim, exclusive=exclusive, reverse=reverse)
+    return torch.ops.scanops.cummax(x, dim, exclusive=exclusive, reverse=reverse,
+                                    initial=initial)
 
 
-def cummin(x: torch.Tensor, dim: int, *, exclusive: bool = False, reverse: bool = False):
+def cummin(x: torch.Tensor, dim: int, *, exclusive: bool = False, reverse: bool = False,
+           initial: Optional[torch.Tensor] = None):
     """Running minimum along ``dim`` and its position, as :func:`torch.cummin`; see
     :func:`cummax` (``exclusive`` puts ``+inf``, the dtype's highest value or ``True``
     first, with index ``-1``)."""
-    return torch.ops.scanops.cummin(x, dim, exclusive=exclusive, reverse=reverse)
+    return torch.ops.scanops.cummin(x, dim, exclusive=exclusive, reverse=reverse,
+                                    initial=initial)
