@@ -28,8 +28,11 @@ logcumsumexp, cummax, cummin, complex64 cumsum, and forward + backward of cumsum
 masked_cumsum, cumprod, linear_recurrence, logcumsumexp and cummax. --only SUBSTR keeps the
 workloads whose name contains SUBSTR (e.g. --only logcumsumexp, --only cummax, --only c64).
 
-Usage: python bench/bench_gpu.py [--quick] [--no-compile] [--only SUBSTR] [--rounds K]
-                                 [--json out.json] [--md out.md]
+--initial adds a candidate per forward workload: the same scanops op with a per-line
+`initial` (one value per line, the result dtype), timed in the same rounds.
+
+Usage: python bench/bench_gpu.py [--quick] [--no-compile] [--initial] [--only SUBSTR]
+                                 [--rounds K] [--json out.json] [--md out.md]
 """
 import argparse
 import json
@@ -44,7 +47,20 @@ import torch
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "python"))
 import scanops  # noqa: E402,F401
 
-ops = torch.ops.scanops
+
+
+class _Ops:
+    """torch.ops.scanops with extra keyword arguments injected while `extra` is set: the
+    workloads' own closures run with `initial=` for the "initial" candidate (both candidates
+    go through this proxy, so they pay the same host cost)."""
+    extra = {}
+
+    def __getattr__(self, name):
+        f = getattr(torch.ops.scanops, name)
+        return lambda *a, **kw: f(*a, **kw, **_Ops.extra)
+
+
+ops = _Ops()
 
 
 def time_once_ms(fn, reps):
@@ -216,8 +232,31 @@ def make_inputs(w, dev):
     return x, m
 
 
-def candidates(w, x, m, use_compile):
-    """name -> zero-argument callable."""
+def line_init(w, x):
+    """An `initial` for the workload: one value per line (x's shape without the scan dim),
+    of the result dtype (the workloads' results have x's dtype)."""
+    shape = [s for k, s in enumerate(x.shape) if k != w["dim"] % x.dim()]
+    g = torch.Generator(device=x.device).manual_seed(1)
+    if w["inputs"] == "p":
+        return (torch.rand(shape, device=x.device, generator=g) * 0.02 + 0.99).to(x.dtype)
+    if x.dtype.is_complex:
+        return torch.randn(shape, device=x.device, generator=g, dtype=x.dtype)
+    return torch.randn(shape, device=x.device, generator=g).to(x.dtype)
+
+
+def with_extra(fn, extra):
+    def run():
+        _Ops.extra = extra
+        try:
+            return fn()
+        finally:
+            _Ops.extra = {}
+    return run
+
+
+def candidates(w, x, m, use_compile, initial=False):
+    """name -> zero-argument callable. initial: also "initial", the scanops op with a
+    per-line `initial` (forward workloads)."""
     c = {}
     if w["bwd"]:
         xg = x.clone().requires_grad_()
@@ -234,6 +273,8 @@ def candidates(w, x, m, use_compile):
                 c["compile"] = fb(torch.compile(w["tf"], dynamic=False))
     else:
         c["scanops"] = lambda: w["sc"](x, m)
+        if initial:
+            c["initial"] = with_extra(lambda: w["sc"](x, m), {"initial": line_init(w, x)})
         if w["tf"]:
             c["eager"] = lambda: w["tf"](x, m)
             if use_compile:
@@ -298,6 +339,8 @@ def main():
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--json", default="")
     ap.add_argument("--md", default="")
+    ap.add_argument("--initial", action="store_true",
+                    help="time every forward workload with a per-line `initial` too")
     args = ap.parse_args()
     dev = torch.device("cuda")
     props = torch.cuda.get_device_properties(dev)
@@ -334,7 +377,7 @@ def main():
         prepared = []
         for w in group:
             x, m = make_inputs(w, dev)
-            cands = candidates(w, x, m, not args.no_compile)
+            cands = candidates(w, x, m, not args.no_compile, args.initial)
             creps = {}
             for name, fn in list(cands.items()):
                 try:  # warm-up (and compilation), then one timed call
@@ -391,9 +434,10 @@ def main():
             row = dict(workload=w["name"], shape=list(w["shape"]), dtype=str(w["dtype"]),
                        dim=w["dim"], fwd_bwd=w["bwd"], bytes=nbytes, copy_ms=floor,
                        copy_spread=spread, scanops_ms=get("scanops"), eager_ms=get("eager"),
-                       compile_ms=get("compile"), bitwise_repro=bitwise,
+                       compile_ms=get("compile"), initial_ms=get("initial"),
+                       bitwise_repro=bitwise,
                        sm_mhz_min=mhz_min, sm_mhz_median=mhz_med)
-            for k in ("scanops", "eager", "compile"):
+            for k in ("scanops", "eager", "compile", "initial"):
                 row[k + "_share"] = floor / row[k + "_ms"]
             rows.append(row)
             flag = " FLOOR SPREAD > 3%" if spread > 0.03 else ""
@@ -401,7 +445,8 @@ def main():
             print(f"{w['name']:28s} floor {floor:8.3f} ms (spread {100 * spread:4.1f}%)  "
                   f"scanops {row['scanops_ms']:8.3f} ({100 * row['scanops_share']:5.1f}%)  "
                   f"eager {100 * row['eager_share']:5.1f}%  compile "
-                  f"{100 * row['compile_share']:5.1f}%  bitwise {bitwise}  SM MHz "
+                  f"{100 * row['compile_share']:5.1f}%  initial {100 * row['initial_share']:5.1f}%  "
+                  f"bitwise {bitwise}  SM MHz "
                   f"{mhz_min:.0f}-{mhz_med:.0f}{flag}", flush=True)
         del prepared, src, dst
 
@@ -421,14 +466,14 @@ def main():
     head = (f"Device: {props.name}, torch {torch.__version__}, {meta['date']}, "
             f"commit {commit}, float32 unless noted, best of {args.rounds} rounds\n\n"
             "| workload | MiB moved | floor ms (spread) | scanops ms | scanops | eager | compile "
-            "| bitwise | SM MHz (min / median) |\n|---|---|---|---|---|---|---|---|---|\n")
+            "| with initial | bitwise | SM MHz (min / median) |\n|---|---|---|---|---|---|---|---|---|---|\n")
 
     def pct(v):
         return "-" if v != v else f"{100 * v:.0f}%"
     md = head + "".join(
         f"| {r['workload']} | {r['bytes'] / 2**20:.0f} | {r['copy_ms']:.3f} "
         f"({100 * r['copy_spread']:.1f}%) | {r['scanops_ms']:.3f} | {pct(r['scanops_share'])} "
-        f"| {pct(r['eager_share'])} | {pct(r['compile_share'])} "
+        f"| {pct(r['eager_share'])} | {pct(r['compile_share'])} | {pct(r['initial_share'])} "
         f"| {'yes' if r['bitwise_repro'] else 'NO'} "
         f"| {r['sm_mhz_min']:.0f} / {r['sm_mhz_median']:.0f} |\n" for r in rows)
     print()

@@ -27,7 +27,8 @@ class ScanModel(torch.nn.Module):
         s = scanops.cumsum(y, 1, exclusive=True, reverse=True)
         m = scanops.masked_cumsum(y, mask, 1, dtype=torch.float64)
         p = scanops.cumprod(1.0 + 0.01 * y.tanh(), 1)
-        h = torch.ops.scanops.linear_recurrence(a.sigmoid(), y, 1)  # the ops work directly too
+        # the ops work directly too; `initial`: the recurrence continues from a state h[-1]
+        h = torch.ops.scanops.linear_recurrence(a.sigmoid(), y, 1, initial=y[:, 0] * 0.5)
         l = scanops.logcumsumexp(y, 1, reverse=True)
         v, i = scanops.cummax(y, 1)  # values and int64 indices
         return s.relu(), m, p, h, l, v, i

@@ -23,7 +23,8 @@ class ScanModel(torch.nn.Module):
         s = torch.ops.scanops.cumsum(x, -1, exclusive=True, reverse=True)
         m = torch.ops.scanops.masked_cumsum(x, mask, -1, dtype=torch.float64)
         p = torch.ops.scanops.cumprod(1.0 + 0.01 * x, -1)
-        h = torch.ops.scanops.linear_recurrence(a, x, -1)
+        # a recurrence continued from a state h[-1] (every op takes `initial`)
+        h = torch.ops.scanops.linear_recurrence(a, x, -1, initial=0.5 * x.select(-1, 0))
         l = torch.ops.scanops.logcumsumexp(x, -1, reverse=True)
         v, i = torch.ops.scanops.cummax(x, -1)  # values and int64 indices
         return s, m, p, h, l, v, i
@@ -33,7 +34,7 @@ def reference(x, mask, a):
     s = x.flip(-1).cumsum(-1).flip(-1) - x  # exclusive + reverse
     m = (x.double() * mask).cumsum(-1)
     p = (1.0 + 0.01 * x).cumprod(-1)
-    h, hs = torch.zeros_like(x[..., 0]), []
+    h, hs = 0.5 * x[..., 0], []
     for t in range(x.shape[-1]):
         h = a[..., t] * h + x[..., t]
         hs.append(h)

@@ -113,6 +113,46 @@ TEST(ScanopsApi, LinearRecurrenceMatchesLoop) {
   }
 }
 
+TEST(ScanopsApi, InitialThroughScanOptions) {
+  for (const auto& dev : devices()) {
+    auto opt = torch::dtype(torch::kFloat64).device(dev);
+    auto a = torch::rand({7, 50}, opt);
+    auto x = torch::randn({7, 50}, opt);
+    auto h0 = torch::randn({7}, opt);
+    // h[-1] = h0
+    auto h = scanops::linear_recurrence(a, x, 1, {.initial = h0});
+    auto prev = h0.clone();
+    auto ref = torch::empty_like(x);
+    for (int64_t t = 0; t < 50; ++t) {
+      prev = a.select(1, t) * prev + x.select(1, t);
+      ref.select(1, t).copy_(prev);
+    }
+    EXPECT_TRUE(torch::allclose(h, ref, 1e-12, 1e-12)) << dev;
+    // cumsum from h0: h0 + cumsum(x); exclusive and reverse: h0 first in scan order
+    EXPECT_TRUE(torch::allclose(scanops::cumsum(x, 1, {.initial = h0}),
+                                h0.unsqueeze(1) + torch::cumsum(x, 1), 1e-12, 1e-12));
+    auto ex = scanops::cumsum(x, 1, {.exclusive = true, .reverse = true, .initial = h0});
+    EXPECT_TRUE(torch::equal(ex.select(1, 49), h0)) << dev;
+    // a chunked scan continues exactly for integer sums
+    auto xi = torch::randint(-100, 100, {3, 40}, torch::dtype(torch::kInt64).device(dev));
+    auto whole = scanops::cumsum(xi, 1);
+    auto first = scanops::cumsum(xi.narrow(1, 0, 17), 1);
+    auto second = scanops::cumsum(xi.narrow(1, 17, 23), 1, {.initial = first.select(1, 16)});
+    EXPECT_TRUE(torch::equal(torch::cat({first, second}, 1), whole)) << dev;
+    // cummax: positions still holding the initial value get index -1
+    auto [v, i] = scanops::cummax(torch::zeros({2, 3}, opt), 1,
+                                  {.initial = torch::ones({2}, opt)});
+    EXPECT_TRUE(torch::equal(i, torch::full({2, 3}, -1, i.options()))) << dev;
+    // a wrong initial names the op and the argument
+    try {
+      scanops::cumsum(x, 1, {.initial = torch::zeros({50}, opt)});
+      ADD_FAILURE() << "no error";
+    } catch (const c10::Error& e) {
+      EXPECT_NE(std::string(e.what()).find("scanops.cumsum: argument 'initial'"), std::string::npos);
+    }
+  }
+}
+
 TEST(ScanopsApi, NonContiguousZeroDimAndEmpty) {
   for (const auto& dev : devices()) {
     auto base = torch::randn({40, 60}, torch::dtype(torch::kFloat64).device(dev));
