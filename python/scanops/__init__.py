@@ -348,3 +348,13 @@ def cummin(x: torch.Tensor, dim: int, *, exclusive: bool = False, reverse: bool 
     first, with index ``-1``)."""
     return torch.ops.scanops.cummin(x, dim, exclusive=exclusive, reverse=reverse,
                                     initial=initial)
+
+
+# DTensor support (scanops.distributed, docs/distributed.md): the ops' rules for DTensor are
+# registered when torch.distributed.tensor is imported (now, if it is already); importing
+# scanops never imports it, and works where torch has no distributed support.
+try:
+    from . import distributed  # noqa: E402
+    distributed._register_lazily()
+except Exception as _error:  # pragma: no cover
+    warnings.warn(f"scanops: DTensor support unavailable: {_error!r}", RuntimeWarning)
