@@ -5,11 +5,22 @@
 
 #include <c10/util/Exception.h>
 
+#include <cstdlib>
+#include <string>
+
 namespace scanops {
 
-// The CPU back end runs the scan alone: companions materialised, input scaling, epilogue and
-// shifts done by the engine around it.
-BackendCaps scan_cpu_caps() { return BackendCaps{}; }
+// The CPU back end runs the scan and starts each line from its initial value itself
+// (line_state: every kernel and schedule, see Scheduler in scan_cpu_kernels.h); companions
+// materialised, input scaling, epilogue and shifts done by the engine around it.
+// SCANOPS_CPU_LINE_STATE=0 turns line_state off (the engine's fallback: the initial value
+// prepended to every line), for comparisons.
+BackendCaps scan_cpu_caps() {
+  BackendCaps caps{};
+  const char* e = std::getenv("SCANOPS_CPU_LINE_STATE");
+  caps.line_state = !(e && std::string(e) == "0");
+  return caps;
+}
 
 void scan_cpu(const ScanProblem& p) {
   switch (p.spec.kind) {

@@ -60,6 +60,8 @@ struct SumOp {
   static SCANOPS_AI S scomb(S a, S b) { return a + b; }
   static SCANOPS_AI double svalue(S s) { return s; }
   static SCANOPS_AI S sid() { return 0.0; }
+  static SCANOPS_AI S sstart(double v) { return v; }  // Combine::start
+  static SCANOPS_AI VS<1> vstart(__m256d v) { return {{v}}; }  // bcast(sstart(v)), v broadcast
   static SCANOPS_AI void to_comps(S s, double* d, int64_t w, int64_t j) { d[j] = s; (void)w; }
   static SCANOPS_AI S from_comps(const double* d, int64_t w, int64_t j) { (void)w; return d[j]; }
 };
@@ -76,6 +78,8 @@ struct ProdOp {
   static SCANOPS_AI S scomb(S a, S b) { return a * b; }
   static SCANOPS_AI double svalue(S s) { return s; }
   static SCANOPS_AI S sid() { return 1.0; }
+  static SCANOPS_AI S sstart(double v) { return v; }  // Combine::start
+  static SCANOPS_AI VS<1> vstart(__m256d v) { return {{v}}; }  // bcast(sstart(v)), v broadcast
   static SCANOPS_AI void to_comps(S s, double* d, int64_t w, int64_t j) { d[j] = s; (void)w; }
   static SCANOPS_AI S from_comps(const double* d, int64_t w, int64_t j) { (void)w; return d[j]; }
 };
@@ -96,6 +100,8 @@ struct AffineOp {
   static SCANOPS_AI S scomb(S f, S g) { return {g.a * f.a, __builtin_fma(g.a, f.b, g.b)}; }
   static SCANOPS_AI double svalue(S s) { return s.b; }
   static SCANOPS_AI S sid() { return {1.0, 0.0}; }
+  static SCANOPS_AI S sstart(double v) { return {1.0, v}; }  // Combine::start: h[-1] = v
+  static SCANOPS_AI VS<2> vstart(__m256d v) { return {{_mm256_set1_pd(1.0), v}}; }
   static SCANOPS_AI void to_comps(S s, double* d, int64_t w, int64_t j) { d[j] = s.a; d[w + j] = s.b; }
   static SCANOPS_AI S from_comps(const double* d, int64_t w, int64_t j) { return {d[j], d[w + j]}; }
 };
@@ -193,6 +199,9 @@ static SCANOPS_AI __m256d load4(const float* p) { return _mm256_cvtps_pd(_mm_loa
 static SCANOPS_AI __m256d load4(const double* p) { return _mm256_loadu_pd(p); }
 static SCANOPS_AI double load1(const float* p) { return static_cast<double>(*p); }
 static SCANOPS_AI double load1(const double* p) { return *p; }
+// *p in all 4 lanes (a broadcast load)
+static SCANOPS_AI __m256d load1x4(const float* p) { return _mm256_cvtps_pd(_mm_broadcast_ss(p)); }
+static SCANOPS_AI __m256d load1x4(const double* p) { return _mm256_broadcast_sd(p); }
 
 template <bool kNT>
 static SCANOPS_AI void store4(float* p, __m256d v) {
@@ -269,15 +278,18 @@ static SCANOPS_AI void prefetch_at(const T* base, int64_t idx) {
 }
 
 // Scan positions [s0, s1) of the row starting at element `row` (length n). Returns the local
-// total of the block. kCarry: outputs are value(combine(C, local)), else value(local).
+// total of the block. kCarry: outputs are value(combine(C, local)), local from the identity;
+// else the local prefix starts from C (the identity, or a line's start state: a one-block row
+// of a problem with an initial value, rows_short), outputs value(local), and the returned
+// total includes C.
 template <class Op, class T, bool kRev, bool kMask, bool kExcl, bool kWrite, bool kCarry, bool kNT>
 static typename Op::S row_block_impl(const Ptrs<T>& p, int64_t row, int64_t n, int64_t s0, int64_t s1,
                                      typename Op::S C, int64_t pf_next = 0) {
   using V = VS<Op::K>;
   using S = typename Op::S;
   const V Cv = Op::bcast(C);
-  V L = Op::id();
-  __m256d prev = _mm256_set1_pd(kCarry ? Op::svalue(C) : Op::svalue(Op::sid()));
+  V L = kCarry ? Op::id() : Cv;  // (!kCarry: C is the identity but for a line's start state)
+  __m256d prev = _mm256_set1_pd(Op::svalue(C));
   // memory index of the first element of a group of 4 at scan position s
   auto at4 = [&](int64_t s) SCANOPS_AIL { return kRev ? row + n - 4 - s : row + s; };
   auto load = [&](int64_t s) SCANOPS_AIL {
@@ -372,23 +384,32 @@ static typename Op::S row_block_impl(const Ptrs<T>& p, int64_t row, int64_t n, i
 }
 
 // Rows of length 4 (one vector each), two rows per step: the same arithmetic as
-// row_block_impl's 4-element group on a one-block row.
-template <class Op, class T, bool kRev, bool kMask, bool kExcl, bool kNT>
-static void rows4_impl(const Ptrs<T>& p, int64_t o0, int64_t o1) {
+// row_block_impl's 4-element group on a one-block row. kInit: row o starts from the state
+// Op::sstart(init[o]) (a problem with an initial value), as row_block_impl from C.
+template <class Op, class T, bool kRev, bool kMask, bool kExcl, bool kNT, bool kInit = false>
+static void rows4_impl(const Ptrs<T>& p, int64_t o0, int64_t o1, const T* init = nullptr) {
   using V = VS<Op::K>;
   const __m256d first = _mm256_set1_pd(Op::svalue(Op::sid()));
-  auto one = [&](int64_t row) SCANOPS_AIL {
+  auto one = [&](int64_t o) SCANOPS_AIL {
+    const int64_t row = o * 4;
     const V v = lift4<Op, T, kMask>(p.in, p.coeff, p.mask, row);
-    __m256d o = Op::value(Op::comb(Op::id(), dscan4<Op, kRev>(v)));
-    if constexpr (kExcl) o = dshift_in<kRev>(o, first);
-    store4<kNT>(p.out + row, o);
+    if constexpr (kInit) {
+      const __m256d iv = load1x4(init + o);  // (value(sstart(v)) = v)
+      __m256d r = Op::value(Op::comb(Op::vstart(iv), dscan4<Op, kRev>(v)));
+      if constexpr (kExcl) r = dshift_in<kRev>(r, iv);
+      store4<kNT>(p.out + row, r);
+    } else {
+      __m256d r = Op::value(Op::comb(Op::id(), dscan4<Op, kRev>(v)));
+      if constexpr (kExcl) r = dshift_in<kRev>(r, first);
+      store4<kNT>(p.out + row, r);
+    }
   };
   int64_t o = o0;
   for (; o + 2 <= o1; o += 2) {
-    one(o * 4);
-    one(o * 4 + 4);
+    one(o);
+    one(o + 1);
   }
-  for (; o < o1; ++o) one(o * 4);
+  for (; o < o1; ++o) one(o);
 }
 
 // ---- columns ------------------------------------------------------------------------------
@@ -519,8 +540,10 @@ template <class T, bool kRev, bool kMask, bool kExcl, bool kWrite, bool kCarry, 
 static CplxS crow_block_impl(const Ptrs<T>& p, int64_t row, int64_t n, int64_t s0, int64_t s1, CplxS C) {
   const __m128d c1 = cs_load(C);
   const __m256d Cv = _mm256_broadcast_pd(&c1);
-  __m256d L = _mm256_setzero_pd();
-  __m256d prev = kCarry ? Cv : _mm256_setzero_pd();
+  // !kCarry: the local sum starts from C (the identity, or a one-block row's start state, as
+  // row_block_impl)
+  __m256d L = kCarry ? _mm256_setzero_pd() : Cv;
+  __m256d prev = Cv;
   // element index of the first of the 2 elements of a vector at scan position s
   auto at2 = [&](int64_t s) SCANOPS_AIL { return kRev ? row + n - 2 - s : row + s; };
   auto load = [&](int64_t s) SCANOPS_AIL {

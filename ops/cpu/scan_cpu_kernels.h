@@ -25,6 +25,14 @@
 //     contiguous columns. When the problem has few columns (outer*inner < kFewColumns) and long
 //     lines, the length is cut into fixed blocks of rows with the same carry-in arithmetic, so
 //     long columns can be split across threads.
+//   * An initial value (LineState::initial, Ctx::init): a line's first block has a carry-in
+//     too, the line's start state K::start (Combine::start of its value), in every schedule
+//     (C_0 = start, C_{b+1} = fold(C_b, T_b), outputs value(combine(C_b, L)) as for any block
+//     with a carry-in), so the bits stay independent of the thread count. A one-block line
+//     (rows_short) and a column walk that is not cut into blocks walk from the start state
+//     instead (no combine per element more than from the identity). cummax / cummin's AVX2
+//     walks tell the identity by its value, not its index: their start state is (v, -1)
+//     (ExtKernel::start, fold).
 // Scheduling (free to depend on the thread count): many lines -> at::parallel_for over lines;
 // few long lines -> a chained scan over the blocks of all lines: workers claim blocks in order
 // from an atomic counter, compute the block's total (reading it into cache), wait for the
@@ -110,6 +118,9 @@ struct Ctx {
   // read (0: kPrefetchBytes ahead in scan order). The chained scans' rescans, whose block is
   // in cache already, point it at the block the worker takes next (see Scheduler::rows).
   int64_t pf_next = 0;
+  // LineState::initial (out_t, outer * inner values, line (o, i) at o * inner + i) or nullptr:
+  // every line starts from K::start(c, line) instead of K::identity() (see Scheduler).
+  const void* init = nullptr;
 };
 
 // A carry (a fold of block totals) that is NaN is made the canonical quiet NaN. Which NaN an
@@ -218,6 +229,8 @@ struct Kernel {
     return {static_cast<const T*>(c.in), static_cast<const T*>(c.coeff), c.mask, static_cast<T*>(c.out)};
   }
   static S identity() { return Op::sid(); }
+  // The start state of line `line` (o * inner + i) of a problem with an initial value.
+  static S start(const Ctx& c, int64_t line) { return Op::sstart(load1(static_cast<const T*>(c.init) + line)); }
   static S fold(const S& C, const S& T_) { return settle_nan(Op::scomb(C, T_)); }
   static bool row_stream_ok(const Ctx& c, int64_t o) {
     const int64_t end = c.reverse ? (o + 1) * c.n : o * c.n;
@@ -253,18 +266,28 @@ struct Kernel {
     return r;
   }
 
-  // Whole rows [o0, o1), each a single block (length <= block size).
+  // Whole rows [o0, o1), each a single block (length <= block size). With an initial value a
+  // row's walk starts from its start state (row_block_impl without carry: the local prefix
+  // starts from C; no combine per element more than from the identity).
   __attribute__((noinline)) static void rows_short(const Ctx& c, int64_t o0, int64_t o1) {
     const auto p = ptrs(c);
     const bool masked = kCanMask && c.mask != nullptr;
     const bool nt = c.stream && reinterpret_cast<uintptr_t>(p.out) % kAlign == 0 && c.n % 4 == 0;
+    const T* init = static_cast<const T*>(c.init);
     with_bool(c.reverse, [&](auto R) {
       with_bool(masked, [&](auto M) {
         with_bool(c.exclusive, [&](auto E) {
           with_bool(nt, [&](auto NT) {
             if constexpr (kCanMask || !M()) {
               if (c.n == 4) {
-                rows4_impl<Op, T, R(), M(), E(), NT()>(p, o0, o1);
+                if (init != nullptr) {
+                  rows4_impl<Op, T, R(), M(), E(), NT(), true>(p, o0, o1, init);
+                } else {
+                  rows4_impl<Op, T, R(), M(), E(), NT()>(p, o0, o1);
+                }
+              } else if (init != nullptr) {
+                for (int64_t o = o0; o < o1; ++o)
+                  row_block_impl<Op, T, R(), M(), E(), true, false, NT()>(p, o * c.n, c.n, 0, c.n, start(c, o));
               } else {
                 for (int64_t o = o0; o < o1; ++o)
                   row_block_impl<Op, T, R(), M(), E(), true, false, NT()>(p, o * c.n, c.n, 0, c.n, Op::sid());
@@ -286,6 +309,10 @@ struct Kernel {
       const double v = k == 0 ? (Op::K == 2 ? 1.0 : Op::svalue(Op::sid())) : 0.0;
       std::fill(st + k * w, st + (k + 1) * w, v);
     }
+  }
+  // The start states of columns [i0, i0 + w) of outer index o (an initial value).
+  static void col_start(const Ctx& c, double* st, int64_t w, int64_t o, int64_t i0) {
+    for (int64_t j = 0; j < w; ++j) Op::to_comps(start(c, o * c.inner + i0 + j), st, w, j);
   }
   // C = carry ? combine(C, L) : L
   __attribute__((noinline)) static void col_fold(double* C, const double* L, int64_t w, bool carry) {
@@ -353,6 +380,10 @@ struct CplxSumKernel {
     return {static_cast<const T*>(c.in), nullptr, c.mask, static_cast<T*>(c.out)};
   }
   static S identity() { return {0.0, 0.0}; }
+  static S start(const Ctx& c, int64_t line) {
+    const T* v = static_cast<const T*>(c.init) + 2 * line;
+    return {static_cast<double>(v[0]), static_cast<double>(v[1])};
+  }
   static S fold(const S& C, const S& T_) {
     return {settle_nan(C.re + T_.re), settle_nan(C.im + T_.im)};
   }
@@ -388,12 +419,14 @@ struct CplxSumKernel {
   __attribute__((noinline)) static void rows_short(const Ctx& c, int64_t o0, int64_t o1) {
     const auto p = ptrs(c);
     const bool nt = c.stream && reinterpret_cast<uintptr_t>(p.out) % kAlign == 0 && c.n % 2 == 0;
+    const bool init = c.init != nullptr;  // a row's walk starts from its start state
     with_bool(c.reverse, [&](auto R) {
       with_bool(c.mask != nullptr, [&](auto M) {
         with_bool(c.exclusive, [&](auto E) {
           with_bool(nt, [&](auto NT) {
             for (int64_t o = o0; o < o1; ++o)
-              crow_block_impl<T, R(), M(), E(), true, false, NT()>(p, o * c.n, c.n, 0, c.n, identity());
+              crow_block_impl<T, R(), M(), E(), true, false, NT()>(p, o * c.n, c.n, 0, c.n,
+                                                                    init ? start(c, o) : identity());
           });
         });
       });
@@ -441,7 +474,18 @@ struct ExtKernel {
   static constexpr bool kColFromCarry = true;  // col_walk starts from C (copied into L)
   static constexpr int64_t kVec = 32 / int64_t(sizeof(T));
   static S identity() { return Combine::identity(); }
-  static S fold(const S& C, const S& T_) { return Combine::combine(C, T_); }
+  // A line's initial value v: the state (v, -1). These walks tell the identity by its value
+  // (-inf / +inf, which every element beats; never by the index), so (v, -1) is walked as an
+  // ordinary value that comes before every element, and positions still holding it are
+  // written with index -1 as they should be (Combine::kInitial is for Combine::combine).
+  static S start(const Ctx& c, int64_t line) { return {static_cast<const T*>(c.init)[line], Combine::kIdentity}; }
+  // combine(C, T_) with C read as a value whatever its index (C may be a start state (v, -1)),
+  // T_ the state of a non-empty block (a walk from the identity or from C: its index is -1 only
+  // if it is C's own). Without an initial value C is never the identity (a non-empty walk from
+  // the identity always takes its first element): Combine::combine's bits.
+  static S fold(const S& C, const S& T_) {
+    return (T_.i != Combine::kIdentity && Combine::wins(T_.v, C.v)) ? T_ : C;
+  }
   static bool stream_ok(const Ctx& c, int64_t o) {
     // 32-byte stores at every group: the row's first (forward) / last (reverse) element
     const int64_t end = c.reverse ? (o + 1) * c.n : o * c.n;
@@ -460,10 +504,12 @@ struct ExtKernel {
   __attribute__((noinline)) static void rows_short(const Ctx& c, int64_t o0, int64_t o1) {
     const T* in = static_cast<const T*>(c.in);
     T* out = static_cast<T*>(c.out);
+    const bool init = c.init != nullptr;  // a row's walk starts from its start state
     with_bool(c.reverse, [&](auto R) {
       with_bool(c.exclusive, [&](auto E) {
         for (int64_t o = o0; o < o1; ++o)
-          ext_row_impl<T, kMax, R(), E(), true, false>(in, out, c.idx, o * c.n, c.n, 0, c.n, identity());
+          ext_row_impl<T, kMax, R(), E(), true, false>(in, out, c.idx, o * c.n, c.n, 0, c.n,
+                                                       init ? start(c, o) : identity());
       });
     });
   }
@@ -482,11 +528,14 @@ struct ExtKernel {
   static void col_identity(cst_t* st, int64_t w) {
     for (int64_t j = 0; j < w; ++j) col_put(st, w, j, identity());
   }
-  // C = carry ? combine(C, L) : L
+  static void col_start(const Ctx& c, cst_t* st, int64_t w, int64_t o, int64_t i0) {
+    for (int64_t j = 0; j < w; ++j) col_put(st, w, j, start(c, o * c.inner + i0 + j));
+  }
+  // C = carry ? fold(C, L) : L
   __attribute__((noinline)) static void col_fold(cst_t* C, const cst_t* L, int64_t w, bool carry) {
     for (int64_t j = 0; j < w; ++j) {
       const S l = col_get(L, w, j);
-      col_put(C, w, j, carry ? Combine::combine(col_get(C, w, j), l) : l);
+      col_put(C, w, j, carry ? fold(col_get(C, w, j), l) : l);
     }
   }
   __attribute__((noinline)) static void col_walk(const Ctx& c, int64_t o, int64_t i0, int64_t w, int64_t s0,
@@ -542,6 +591,12 @@ struct LseKernel {
   static constexpr bool kColFromCarry = true;  // col_walk starts from C (folded into L)
   static constexpr uintptr_t kAlign = 4 * sizeof(T);  // a streaming store writes 4 elements
   static S identity() { return {-__builtin_inf(), 0.0}; }
+  // A line's initial value v: the state (v, 0) (value v + log1p(0) = v; v = -inf is the
+  // identity); NaN as the state after a NaN element, (-inf, NaN).
+  static S start(const Ctx& c, int64_t line) {
+    const double v = static_cast<double>(static_cast<const T*>(c.init)[line]);
+    return v != v ? S{-__builtin_inf(), v} : S{v, 0.0};
+  }
   static S fold(const S& C, const S& T_) { return lse_combine(C, T_); }
   // The total of scan positions [s0, s1) of row o, taken by itself (see kRowTotals).
   static S block_total(const Ctx& c, int64_t o, int64_t s0, int64_t s1) {
@@ -592,11 +647,12 @@ struct LseKernel {
     const T* in = static_cast<const T*>(c.in);
     T* out = static_cast<T*>(c.out);
     const bool nt = c.stream && reinterpret_cast<uintptr_t>(out) % kAlign == 0 && c.n % 4 == 0;
+    const bool init = c.init != nullptr;  // a row's walk starts from its start state
     with_bool(c.reverse, [&](auto R) {
       with_bool(c.exclusive, [&](auto E) {
         with_bool(nt, [&](auto NT) {
           for (int64_t o = o0; o < o1; ++o)
-            lse_row_impl<T, R(), E(), true, NT()>(in, out, o * c.n, c.n, 0, c.n, identity());
+            lse_row_impl<T, R(), E(), true, NT()>(in, out, o * c.n, c.n, 0, c.n, init ? start(c, o) : identity());
         });
       });
     });
@@ -605,6 +661,13 @@ struct LseKernel {
   static void col_identity(double* st, int64_t w) {
     std::fill(st, st + w, -__builtin_inf());
     std::fill(st + w, st + 2 * w, 0.0);
+  }
+  static void col_start(const Ctx& c, double* st, int64_t w, int64_t o, int64_t i0) {
+    for (int64_t j = 0; j < w; ++j) {
+      const S s = start(c, o * c.inner + i0 + j);
+      st[j] = s.m;
+      st[w + j] = s.t;
+    }
   }
   // The walk from C already ended in the carry-out: C = L.
   static void col_fold(double* C, const double* L, int64_t w, bool) {
@@ -672,6 +735,9 @@ struct GenericKernel {
   static constexpr bool kCanMask = is_sum_combine<Combine>::value;
 
   static S identity() { return Combine::identity(); }
+  static S start(const Ctx& c, int64_t line) {
+    return Combine::template start<out_t>(static_cast<const out_t*>(c.init)[line]);
+  }
   static S settle(const S& s) {
     if constexpr (Combine::selects) {
       return s;
@@ -706,8 +772,10 @@ struct GenericKernel {
     const int64_t row = o * c.n, n = c.n;
     auto pos = [&](int64_t s) { return kRev ? n - 1 - s : s; };
     auto at = [&](int64_t s) { return row + pos(s); };
-    S L = Combine::identity();
-    S prev = kCarry ? C : Combine::identity();
+    // !kCarry: the local prefix starts from C (the identity, or a one-block row's start state:
+    // rows_short with an initial value); kCarry: from the identity, C combined into every output.
+    S L = kCarry ? Combine::identity() : C;
+    S prev = C;
     auto emit = [&](int64_t idx, const S& R) {
       const S v = kCarry ? Combine::combine(C, R) : R;
       write(c, idx, kExcl ? prev : v);
@@ -753,17 +821,21 @@ struct GenericKernel {
 
   static void rows_short(const Ctx& c, int64_t o0, int64_t o1) {
     const bool masked = c.mask != nullptr;
+    const bool init = c.init != nullptr;  // a row's walk starts from its start state
     with_bool(c.reverse, [&](auto R) {
       with_mask<kCanMask>(masked, [&](auto M) {
         with_bool(c.exclusive, [&](auto E) {
           for (int64_t o = o0; o < o1; ++o)
-            row_block_impl<R(), M(), E(), true, false>(c, o, 0, c.n, Combine::identity());
+            row_block_impl<R(), M(), E(), true, false>(c, o, 0, c.n, init ? start(c, o) : Combine::identity());
         });
       });
     });
   }
 
   static void col_identity(S* st, int64_t w) { std::fill(st, st + w, Combine::identity()); }
+  static void col_start(const Ctx& c, S* st, int64_t w, int64_t o, int64_t i0) {
+    for (int64_t j = 0; j < w; ++j) st[j] = start(c, o * c.inner + i0 + j);
+  }
   static void col_fold(S* C, const S* L, int64_t w, bool carry) {
     for (int64_t j = 0; j < w; ++j) C[j] = carry ? settle(Combine::combine(C[j], L[j])) : L[j];
   }
@@ -991,12 +1063,15 @@ struct Scheduler {
       at::parallel_for(0, c.outer, 1, [&](int64_t b, int64_t e) {
         [[maybe_unused]] const typename K::Guard guard{};
         for (int64_t o = b; o < e; ++o) {
-          S C = K::identity();
+          // An initial value: the line's first block has a carry-in too, its start state.
+          const bool init = c.init != nullptr;
+          S C = init ? K::start(c, o) : K::identity();
           for (int64_t blk = 0; blk < nb; ++blk) {
             const int64_t s0 = blk * B, s1 = std::min(n, s0 + B);
+            const bool carry = blk > 0 || init;
             prefault_row(c, o, s0, s1);
             if constexpr (RowTotals<K>::value) {  // (else: the walk's end is the carry-out)
-              if (blk > 0 && totals) {  // the walk takes the block's total too (the last's: unused)
+              if (carry && totals) {  // the walk takes the block's total too (the last's: unused)
                 if (blk + 1 < nb) {
                   C = K::fold(C, K::row_block_total(c, o, s0, s1, C));
                 } else {
@@ -1005,11 +1080,11 @@ struct Scheduler {
                 continue;
               }
             }
-            const S T_ = K::row_block(c, o, s0, s1, C, blk > 0, true);
+            const S T_ = K::row_block(c, o, s0, s1, C, carry, true);
             if constexpr (RowTotals<K>::value) {
               C = T_;
             } else {
-              C = blk > 0 ? K::fold(C, T_) : T_;
+              C = carry ? K::fold(C, T_) : T_;
             }
           }
         }
@@ -1035,22 +1110,28 @@ struct Scheduler {
       int64_t g = next.fetch_add(1, std::memory_order_relaxed);
       while (g < G) {
         const int64_t o = g / nr, b0 = (g % nr) * M, b1 = std::min(nb, b0 + M);
+        // An initial value: a line's first block has a carry-in too, its start state, taken
+        // as the carry published for it would be (the folds as in the loop above).
+        const bool init = c.init != nullptr;
         if (FromCarry<K>::value && !totals) {  // M == 1: the block is b0
           const int64_t s0 = b0 * B, s1 = std::min(n, s0 + B);
           if (b0 > 0) wait_ready(ready[g]);
-          const S C = b0 > 0 ? carry[g] : K::identity();
+          const S C = b0 > 0 ? carry[g] : init ? K::start(c, o) : K::identity();
+          const bool cy = b0 > 0 || init;
           if (b0 + 1 < nb) {
-            carry[g + 1] = K::row_block(c, o, s0, s1, C, b0 > 0, false);
+            carry[g + 1] = K::row_block(c, o, s0, s1, C, cy, false);
             ready[g + 1].store(1, std::memory_order_release);
           }
           prefault_row(ch, o, s0, s1);
-          K::row_block(c, o, s0, s1, C, b0 > 0, true);
+          K::row_block(c, o, s0, s1, C, cy, true);
           g = next.fetch_add(1, std::memory_order_relaxed);
           continue;
         }
         S C{};
         int64_t first = b0;
-        if (b0 == 0) {  // no carry-in: written at once, its walk's total is the next carry
+        if (b0 == 0 && init) {
+          C = K::start(c, o);
+        } else if (b0 == 0) {  // no carry-in: written at once, its walk's total is the next carry
           const int64_t s1 = std::min(n, B);
           prefault_row(ch, o, 0, s1);
           C = K::row_block(c, o, 0, s1, K::identity(), false, true);
@@ -1138,8 +1219,14 @@ struct Scheduler {
                            const int64_t ie = std::min(e, (o + 1) * ncb);
                            const int64_t span = std::min(inner, (ie - o * ncb) * W) - i0;
                            const int64_t Wk = span <= kMaxColWidth ? span : W;
-                           for (int64_t j = 0; j * Wk < span; ++j)
-                             K::col_identity(L.data() + j * KC * Wk, std::min(Wk, span - j * Wk));
+                           for (int64_t j = 0; j * Wk < span; ++j) {
+                             // an initial value: the walk starts from the columns' start states
+                             if (c.init != nullptr) {
+                               K::col_start(c, L.data() + j * KC * Wk, std::min(Wk, span - j * Wk), o, i0 + j * Wk);
+                             } else {
+                               K::col_identity(L.data() + j * KC * Wk, std::min(Wk, span - j * Wk));
+                             }
+                           }
                            col_walk_out(cc, o, i0, span, Wk, 0, n, L.data(), nullptr);
                            it = ie;
                          }
@@ -1163,11 +1250,15 @@ struct Scheduler {
         for (int64_t it = b; it < e; ++it) {
           int64_t o, i0, w;
           item_cols(it, o, i0, w);
+          // An initial value: the first block has a carry-in too, the start states.
+          const bool init = c.init != nullptr;
+          if (init) K::col_start(c, C.data(), w, o, i0);
           for (int64_t blk = 0; blk < nb; ++blk) {
             const int64_t s0 = blk * Bl, s1 = std::min(n, s0 + Bl);
+            const bool carry = blk > 0 || init;
             K::col_identity(L.data(), w);
-            col_walk_out(c, o, i0, w, w, s0, s1, L.data(), blk > 0 ? C.data() : nullptr);
-            K::col_fold(C.data(), L.data(), w, blk > 0);
+            col_walk_out(c, o, i0, w, w, s0, s1, L.data(), carry ? C.data() : nullptr);
+            K::col_fold(C.data(), L.data(), w, carry);
           }
         }
         K::finish(c);
@@ -1190,6 +1281,9 @@ struct Scheduler {
       // T: the run's block totals; Cb: their carry-ins (slot apiece); Cc: the running carry.
       std::vector<cst_t> T(static_cast<size_t>(M * slot)), Cb(static_cast<size_t>(M * slot)),
           Cc(static_cast<size_t>(slot));
+      // An initial value: an item's first block has a carry-in too, the start states (taken
+      // as the carry published for it would be).
+      const bool init = c.init != nullptr;
       int64_t g = next.fetch_add(1, std::memory_order_relaxed);
       while (g < G) {
         const int64_t it = g / nr, b0 = (g % nr) * M, b1 = std::min(nb, b0 + M);
@@ -1198,7 +1292,8 @@ struct Scheduler {
         if constexpr (FromCarry<K>::value) {  // M == 1: the block is b0
           const int64_t s0 = b0 * Bl, s1 = std::min(n, s0 + Bl);
           if (b0 > 0) wait_ready(ready[g]);
-          const cst_t* C = b0 > 0 ? carry.data() + g * slot : nullptr;
+          if (b0 == 0 && init) K::col_start(c, Cc.data(), w, o, i0);
+          const cst_t* C = b0 > 0 ? carry.data() + g * slot : init ? Cc.data() : nullptr;
           if (b0 + 1 < nb) {
             K::col_identity(L.data(), w);
             K::col_walk(c, o, i0, w, s0, s1, L.data(), C, false);
@@ -1211,7 +1306,9 @@ struct Scheduler {
           continue;
         }
         int64_t first = b0;
-        if (b0 == 0) {  // no carry-in: written at once, its walk's state is the next carry
+        if (b0 == 0 && init) {
+          K::col_start(c, Cc.data(), w, o, i0);
+        } else if (b0 == 0) {  // no carry-in: written at once, its walk's state is the next carry
           K::col_identity(L.data(), w);
           col_walk_out(ch, o, i0, w, w, 0, std::min(n, Bl), L.data(), nullptr);
           std::copy(L.begin(), L.begin() + KC * w, Cc.begin());
@@ -1260,27 +1357,28 @@ struct CpuRunner {
     // The kernels of other combines are not instantiated for a mask (with_mask).
     TORCH_CHECK(!p.in.mask.defined() || is_sum_combine<Combine>::value, p.spec.op_name,
                 ": internal error: a mask for a combine that takes none");
-    // The engine materialises broadcasts and runs the epilogue around this back end (its
-    // BackendCaps are none).
+    // The engine materialises broadcasts and runs the epilogue around this back end (of its
+    // BackendCaps only line_state: an initial value, LineState, is taken as is).
     TORCH_CHECK(!p.in.mask.strides.in_place && !p.in.coeff.strides.in_place &&
                     !p.in.scale_input && !p.epilogue.any() && !p.epilogue.shift_mul,
                 p.spec.op_name, ": internal error: a problem part the CPU back end does not take");
     const ProblemData<in_t, out_t> d(p);
     const int64_t numel = p.shape.numel();
     const int64_t out_bytes = numel * static_cast<int64_t>(sizeof(out_t));
-    const Ctx c{d.input,
-                d.coeff,
-                d.mask,
-                d.values,
-                d.indices,
-                p.shape.outer,
-                p.shape.length,
-                p.shape.inner,
-                p.spec.flags.exclusive,
-                p.spec.flags.reverse,
-                use_streaming_stores(out_bytes),
-                static_cast<int64_t>(sizeof(out_t)),
-                use_prefault(out_bytes)};
+    Ctx c{d.input,
+          d.coeff,
+          d.mask,
+          d.values,
+          d.indices,
+          p.shape.outer,
+          p.shape.length,
+          p.shape.inner,
+          p.spec.flags.exclusive,
+          p.spec.flags.reverse,
+          use_streaming_stores(out_bytes),
+          static_cast<int64_t>(sizeof(out_t)),
+          use_prefault(out_bytes)};
+    c.init = d.initial;  // LineState::initial (BackendCaps::line_state)
     const bool whole_lines = WholeLines<Combine>::value ||
                              (AssociationFree<Combine>::value && at::get_num_threads() == 1);
     const int64_t block_elems = whole_lines

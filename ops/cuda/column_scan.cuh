@@ -92,6 +92,10 @@ __global__ void __launch_bounds__(kColThreads, 2)
     const int64_t s0 = chunk * g.chunk_len;
     const int64_t s1 = std::min(g.length, s0 + g.chunk_len);
     state_t carry = (pass == Pass::Scan && totals != nullptr) ? totals[slot] : Combine::identity();
+    // A column's first chunk starts from its initial state, in both passes: its total then
+    // includes it, and the exclusive scan of the totals carries it to the later chunks (whose
+    // own totals do not). (Without one, chunk 0's carry stays identity().)
+    if (chunk == 0 && dst.has_initial()) carry = dst.line_start(column);
     // Memory offset of scan position s0, and the step to the next scan position.
     const int64_t step = g.reverse ? -g.inner : g.inner;
     int64_t idx = (o * g.length + (g.reverse ? g.length - 1 - s0 : s0)) * g.inner + i;
@@ -263,8 +267,11 @@ __global__ void __launch_bounds__(kColTileThreads, 2)
         agg = Combine::combine(agg, a);
       }
       // Per column: the carry from the tiles above (deterministic look-back, as lookback.cuh:
-      // the sequential left fold from the nearest inclusive prefix).
+      // the sequential left fold from the nearest inclusive prefix); the first row tile's is
+      // the column's initial state (it publishes only its inclusive prefix, so no walk goes
+      // past it).
       state_t carry = Combine::identity();
+      if (rt == 0 && col < g.inner) carry = dst.line_start(o * g.inner + col);
       if (rt > 0) {
         detail::warp_publish(status.flags + item, status.aggregate + item * kWarpSize + lane,
                              agg, kAggregate);
@@ -421,7 +428,10 @@ __global__ void __launch_bounds__(kWarpTileThreads, 3)
     // Status slot of this warp's 32 columns in item `it` (a flag, and a state per lane).
     auto slot = [&](int64_t it) { return it * kWarpTileWarps + warp; };
 
+    // The first row tile starts from the column's initial state (it publishes only its
+    // inclusive prefix: no walk goes past it).
     state_t carry = Combine::identity();
+    if (rt == 0 && col < g.inner) carry = dst.line_start(o * g.inner + col);
     if (rt > 0) {
       detail::warp_publish(status.flags + slot(item),
                            status.aggregate + slot(item) * kWarpSize + lane, agg, kAggregate);
@@ -678,6 +688,10 @@ __global__ void __launch_bounds__(kVecTileMaxThreads, 1)  // (128 registers, as 
       // (lane < L) publishes and copies them, the others read that lane's copy (lane % L).
       const bool lead = lane < L;
       lanes_t carry = Lanes::identity();
+      if (rt == 0 && active && dst.has_initial()) {  // the columns' initial states
+#pragma unroll
+        for (int v = 0; v < V; ++v) carry.v[v] = dst.line_start(o * g.inner + col + v);
+      }
       if (rt > 0) {
         detail::warp_publish(status.flags + item, slot(status.aggregate, item), agg, kAggregate,
                              lead);

@@ -565,6 +565,23 @@ struct OutputSink {
   const out_t* add = nullptr;
   const out_t* mul = nullptr;
   const bool* mul_mask = nullptr;
+  // The lines' initial values (DeviceProblem::initial: line (o, i) at o * inner + i), or
+  // nullptr. A kernel param: read once per line (per tile, column or chunk) by line_start,
+  // never per element; the test is uniform.
+  const out_t* initial = nullptr;
+
+  __device__ __forceinline__ bool has_initial() const { return initial != nullptr; }
+  // The state line `line` starts from: Combine::start(initial[line]), or identity().
+  __device__ __forceinline__ state_t line_start(int64_t line) const {
+    if (initial != nullptr) return Combine::start(initial[line]);
+    return Combine::identity();
+  }
+  // Asks L2 for the initial values of lines [line, line + n) (thread t of nt).
+  __device__ __forceinline__ void prefetch_initial(int64_t line, int64_t n, int t, int nt) const {
+    if (initial != nullptr) {
+      prefetch_l2_range(initial + line, n * static_cast<int64_t>(sizeof(out_t)), t, nt);
+    }
+  }
 
   static __device__ __forceinline__ out_t cast(const state_t& s) {
     return static_cast<out_t>(Combine::value(s));
@@ -752,6 +769,10 @@ struct StateSink {
   static constexpr bool kMulNext = false;
   static constexpr bool kMaskPre = false;
   state_t* p;
+  // (no initial values: the chunk totals' scans start from identity())
+  static constexpr bool has_initial() { return false; }
+  static __device__ __forceinline__ state_t line_start(int64_t) { return Combine::identity(); }
+  static __device__ __forceinline__ void prefetch_initial(int64_t, int64_t, int, int) {}
   static __device__ __forceinline__ lowered_t lower(const state_t& s) { return s; }
   __device__ __forceinline__ void put(int64_t i, const lowered_t& s) const { p[i] = s; }
   __device__ __forceinline__ void store(int64_t i, const state_t& s) const { p[i] = s; }

@@ -16,7 +16,8 @@
 namespace scanops::cuda {
 
 template <class T>
-void cub_line_sum(const LaunchContext& ctx, const T* in, T* out, int64_t length, bool exclusive) {
+void cub_line_sum(const LaunchContext& ctx, const T* in, T* out, int64_t length, bool exclusive,
+                  const T* initial) {
   using acc_t = std::conditional_t<std::is_same_v<T, double>, double, float>;
   using Plus = ::cuda::std::plus<acc_t>;
   using offset_t = cub::detail::choose_offset_t<int64_t>;
@@ -37,20 +38,35 @@ void cub_line_sum(const LaunchContext& ctx, const T* in, T* out, int64_t length,
         tmp, bytes, in, out, Plus{}, init, length, ctx.stream, Policy{});
   };
   using cub::ForceInclusive;
-  const cudaError_t err =
-      exclusive
-          ? run(std::integral_constant<ForceInclusive, ForceInclusive::No>{},
-                cub::detail::InputValue<acc_t>(acc_t{0}))
-          : run(std::integral_constant<ForceInclusive, ForceInclusive::Yes>{}, cub::NullType{});
+  // The initial value: an init value that the kernel reads on the device (a FutureValue over
+  // `initial`, converted to acc_t there). An exclusive scan has an init value anyway (0 when
+  // none: an immediate value of the same InputValue type, so one kernel serves both); an
+  // inclusive one with an initial value is CUB's inclusive scan with an init value
+  // (ForceInclusive::Yes: init + in[0] + ... + in[i]), a second kernel per type; without one
+  // it keeps the init-less kernel (0 + x is not x's bits for x = -0.0).
+  using Init = cub::detail::InputValue<acc_t, const T*>;
+  const auto init_value = [&]() {
+    return initial != nullptr ? Init(cub::FutureValue<acc_t, const T*>(initial)) : Init(acc_t{0});
+  };
+  cudaError_t err;
+  if (exclusive) {
+    err = run(std::integral_constant<ForceInclusive, ForceInclusive::No>{}, init_value());
+  } else if (initial != nullptr) {
+    err = run(std::integral_constant<ForceInclusive, ForceInclusive::Yes>{}, init_value());
+  } else {
+    err = run(std::integral_constant<ForceInclusive, ForceInclusive::Yes>{}, cub::NullType{});
+  }
   C10_CUDA_CHECK(err);
 }
 
-template void cub_line_sum<float>(const LaunchContext&, const float*, float*, int64_t, bool);
-template void cub_line_sum<double>(const LaunchContext&, const double*, double*, int64_t, bool);
+template void cub_line_sum<float>(const LaunchContext&, const float*, float*, int64_t, bool,
+                                  const float*);
+template void cub_line_sum<double>(const LaunchContext&, const double*, double*, int64_t, bool,
+                                   const double*);
 template void cub_line_sum<c10::Half>(const LaunchContext&, const c10::Half*, c10::Half*, int64_t,
-                                      bool);
+                                      bool, const c10::Half*);
 template void cub_line_sum<c10::BFloat16>(const LaunchContext&, const c10::BFloat16*,
-                                          c10::BFloat16*, int64_t, bool);
+                                          c10::BFloat16*, int64_t, bool, const c10::BFloat16*);
 
 }  // namespace scanops::cuda
 

@@ -36,7 +36,14 @@ inline constexpr bool kCubLineSumType =
 // float32 for float32 / float16 / bfloat16 and float64 for float64, in an order fixed by the
 // length and the GPU (bitwise the same run to run). Temporary storage (a tile state per
 // ~32 KB of input) from ctx.scratch.
+// initial (a device pointer to one T, or nullptr): the line starts from *initial, i.e.
+// out[i] = *initial + in[0] + ... (exclusive: out[0] = *initial). Read by the kernel on the
+// device (CUB's FutureValue init: no host synchronisation), in CUB's same lookahead kernel
+// and stable order (the initial value folded in by the first tile's threads), so the speed
+// is that of the scan without it. Chosen over sending such lines to the row kernel's
+// look-back mode, which is 5-25% slower on these lines (the table above).
 template <class T>
-void cub_line_sum(const LaunchContext& ctx, const T* in, T* out, int64_t length, bool exclusive);
+void cub_line_sum(const LaunchContext& ctx, const T* in, T* out, int64_t length, bool exclusive,
+                  const T* initial = nullptr);
 
 }  // namespace scanops::cuda

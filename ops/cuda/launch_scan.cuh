@@ -7,7 +7,8 @@
 //     longer, >= 16 rows per SM  a block per row walks its tiles carrying the state
 //     longer, fewer rows         chunks of a few tiles, one per block, chained by decoupled
 //                                look-back (each chunk is reduced, then rescanned)
-//     one such line of a dense floating sum, forward: CCCL's DeviceScan (cub_line_scan.h)
+//     one such line of a dense floating sum, forward: CCCL's DeviceScan (cub_line_scan.h),
+//                                with an initial value too (read on the device by CUB)
 //   inner > 1                  columns -> scan_columns (column_scan.cuh):
 //     >= 2048 columns per SM     a thread per column walks it, one launch
 //     fewer, >= 4 bands of vectors  vector column tiles chained by look-back, one launch
@@ -77,10 +78,19 @@ void launch_by_shape(const DeviceProblem& p) {
   constexpr int64_t kStreamingBytes = int64_t{256} << 20;
   const int64_t out_bytes =
       numel * static_cast<int64_t>(sizeof(out_t) + (p.indices != nullptr ? sizeof(int64_t) : 0));
-  const OutputSink<Combine, out_t> dst{static_cast<out_t*>(p.output), p.indices,
+  // The lines' initial values ride in the sink (OutputSink::initial, a kernel parameter):
+  // every kernel family starts a line from OutputSink::line_start where it would start from
+  // identity(), once per line (per row, look-back chunk line, column or column tile).
+  const OutputSink<Combine, out_t> dst{static_cast<out_t*>(p.output),
+                                       p.indices,
                                        out_bytes > kStreamingBytes,
                                        static_cast<const out_t*>(p.add),
-                                       static_cast<const out_t*>(p.mul), p.mul_mask};
+                                       static_cast<const out_t*>(p.mul),
+                                       p.mul_mask,
+                                       static_cast<const out_t*>(p.initial)};
+  TORCH_CHECK(p.initial == nullptr || (p.add == nullptr && p.mul == nullptr &&
+                                       p.mul_mask == nullptr && !p.scale_input && !p.shift_mul),
+              "scanops: internal error: an initial value with a fused epilogue");
   if (p.shift_mul) {
     // mul read one scan position on (cumprod's backward: linear recurrences, dense
     // companions, rows; the engine shifts mul itself for the other problems).
@@ -121,7 +131,7 @@ void launch_by_shape(const DeviceProblem& p) {
   if constexpr (!kBroadcast && kCubLine<Combine, in_t, out_t>) {
     if (takes_cub_line<Combine, in_t, out_t, Source, OutputSink<Combine, out_t>>(p)) {
       cub_line_sum(p.ctx, static_cast<const in_t*>(p.input), static_cast<out_t*>(p.output),
-                   p.length, p.flags.exclusive);
+                   p.length, p.flags.exclusive, static_cast<const out_t*>(p.initial));
       return;
     }
   }

@@ -217,9 +217,15 @@ struct LookBack {
 
   // Called by the 32 lanes of warp 0 with the tile's aggregate: publishes it, waits for the
   // predecessors, publishes the tile's inclusive prefix and returns (in every lane) the
-  // combined state of the line before the tile (identity for a line's first tile).
-  __device__ state_t warp_exclusive_prefix(Storage& st, const state_t& aggregate) const {
-    return finish(st, begin(aggregate), aggregate);
+  // combined state of the line before the tile. A line's first tile (chunk == first) takes
+  // line_start() (called only there: the state the line starts from, its initial value's
+  // Combine::start or identity()); every later tile's prefix is the left fold from it, as the
+  // first tile publishes combine(line_start(), aggregate) as its inclusive prefix and never
+  // an aggregate alone (so no walk goes past it, and the tiles before `first` are never read).
+  template <class LineStart>
+  __device__ state_t warp_exclusive_prefix(Storage& st, const state_t& aggregate,
+                                           LineStart&& line_start) const {
+    return finish(st, begin(aggregate), aggregate, line_start);
   }
 
   // warp_exclusive_prefix in two steps, for packed states (lookback_packs): begin publishes
@@ -240,10 +246,14 @@ struct LookBack {
     return p;
   }
 
-  __device__ state_t finish(Storage& st, const Pending& pending, const state_t& aggregate) const {
+  template <class LineStart>
+  __device__ state_t finish(Storage& st, const Pending& pending, const state_t& aggregate,
+                            LineStart&& line_start) const {
     const int lane = threadIdx.x % kWarpSize;
     state_t prefix = Combine::identity();
-    if (chunk != first) {
+    if (chunk == first) {
+      prefix = line_start();  // (identity() without an initial value)
+    } else {
       if (!lookback_packs<state_t> && lane == 0) publish(kAggregate, status.aggregate, aggregate);
       int depth = 0;  // predecessors kept in st.history
       bool preloaded = lookback_packs<state_t>;

@@ -140,7 +140,14 @@ struct RowTile {
   // line's next tile. Block-wide (barriers inside): every thread calls it with the same
   // arguments. Positions along the line (indexed combines): memory element lo + m is at
   // m % seg (seg > 0: whole rows start at lo) or pos0 + m (seg == 0), counted here instead
-  // of divided out of each offset.
+  // of divided out of each offset. seg > 0: pos0 is the index of the tile's first row (its
+  // rows are pos0, pos0 + 1, ... in memory order), read only for the rows' initial values.
+  // Initial values (Sink::has_initial(), packed rows only: a line's carry is its caller's):
+  // a segment head starts its row from Sink::line_start(row) (the exclusive value written
+  // there), then takes the head's element, instead of starting from the element. Only the
+  // head branch tests it (a uniform test; the row's value loaded at the head, from L2 where
+  // the kernel prefetched the tile's values): nothing changes per element, and tiles of one
+  // line (seg == 0) have no heads.
   // Each thread reduces its items, the block scans the thread aggregates, and each thread
   // rescans its items from its prefix (CUB's reduce-then-scan within a thread): registers
   // hold the held elements and a running state, never kItems states.
@@ -191,17 +198,34 @@ struct RowTile {
     // share its memory), then the rescan from the prefix the thread's items continue.
     lowered_t* obuf = &st.exchange[warp].lowered[0];
     state_t total;
+    // Packed rows with initial values (uniform): the start of the row whose head is the
+    // thread's item k (its row in scan order (q0 + k) / seg; reverse tiles hold their rows in
+    // reversed order, n being whole rows).
+    const bool head_init = seg > 0 && dst.has_initial();
+    const auto head_start = [&](int k) -> state_t {
+      const int j = (q0 + k) / seg;
+      return dst.line_start(pos0 + (reverse ? n / seg - 1 - j : j));
+    };
     // (Walk: a chain of combines, or Combine's runs, see kRuns.)
     auto w = Walk<Combine>::begin(src.lift_held(h[0]));
     state_t agg;
     if (thread_agg != nullptr) {  // (seg == 0) the thread's aggregate as reduce found it
       agg = thread_agg[threadIdx.x];
     } else {
+      if (head_init && (heads & 1u)) {
+        w = Walk<Combine>::begin(head_start(0));
+        w.push(src.lift_held(h[0]));
+      }
 #pragma unroll
       for (int k = 1; k < kItems; ++k) {
         const state_t x = src.lift_held(h[k]);
         if ((heads >> k) & 1u) {
-          w = Walk<Combine>::begin(x);
+          if (head_init) {
+            w = Walk<Combine>::begin(head_start(k));
+            w.push(x);
+          } else {
+            w = Walk<Combine>::begin(x);
+          }
         } else {
           w.push(x);
         }
@@ -214,11 +238,18 @@ struct RowTile {
       const bool head = (heads >> k) & 1u;
       const state_t x = src.lift_held(h[k]);
       lowered_t y{};
-      if (exclusive) y = Sink::lower(head ? Combine::identity() : w.value());
-      if (head) {
-        w = Walk<Combine>::begin(x);
-      } else {
+      if (head && head_init) {  // the row's start, then its first element
+        const state_t s = head_start(k);
+        if (exclusive) y = Sink::lower(s);
+        w = Walk<Combine>::begin(s);
         w.push(x);
+      } else {
+        if (exclusive) y = Sink::lower(head ? Combine::identity() : w.value());
+        if (head) {
+          w = Walk<Combine>::begin(x);
+        } else {
+          w.push(x);
+        }
       }
       if (!exclusive) y = Sink::lower(w.value());
       obuf[padded(lane * kItems + k)] = y;
@@ -515,14 +546,18 @@ __global__ void __launch_bounds__(kRowThreads, kRowMinBlocks<Source, Sink, kItem
 
     if (packed) {
       const int64_t r0 = item * g.rows_per_tile;
-      const int n = static_cast<int>(std::min<int64_t>(g.rows_per_tile, g.rows - r0) * g.length);
-      Tile::scan(storage, src, dst, r0 * g.length, n, static_cast<int>(g.length), 0, no_carry,
+      const int rows = static_cast<int>(std::min<int64_t>(g.rows_per_tile, g.rows - r0));
+      const int n = rows * static_cast<int>(g.length);
+      // The tile's rows' initial values, asked of L2 while the tile loads (read at the heads).
+      dst.prefetch_initial(r0, rows, threadIdx.x, kRowThreads);
+      Tile::scan(storage, src, dst, r0 * g.length, n, static_cast<int>(g.length), r0, no_carry,
                  g.reverse, g.exclusive);
       continue;
     }
-    // A row's tiles [t0, t1), walked carrying the state from `carry`.
+    // A row's tiles [t0, t1), walked carrying the state from `carry`: a row starts from its
+    // initial state (rows mode here; look-back mode: the first chunk's prefix, below).
     int64_t row = item, t0 = 0, t1 = row_tiles;
-    state_t carry = Combine::identity();
+    state_t carry = g.lookback ? Combine::identity() : dst.line_start(row);
     // kOverlap: the walk's first round is in flight while the chunk's first tile is read
     // again, and completes in that tile's carry callback.
     LookBack<Combine> lb{status, item, 0};
@@ -535,6 +570,9 @@ __global__ void __launch_bounds__(kRowThreads, kRowMinBlocks<Source, Sink, kItem
       pos0 = g.reverse ? g.length - s - n : s;
       lo = row * g.length + pos0;
     };
+    // A line's first chunk starts from the row's initial state (LookBack::finish calls it
+    // there only: one load per line).
+    const auto line_start = [&]() { return dst.line_start(row); };
     if (g.lookback) {
       // The chunk's tiles are reduced (a first read), its carry found by look-back over the
       // chunks' totals, then they are scanned from it (a second read, served by L2: a
@@ -569,7 +607,7 @@ __global__ void __launch_bounds__(kRowThreads, kRowMinBlocks<Source, Sink, kItem
         carry_pending = true;
       } else {
         if (threadIdx.x < kWarpSize) {
-          const state_t p = lb.warp_exclusive_prefix(lookback_storage, agg);
+          const state_t p = lb.warp_exclusive_prefix(lookback_storage, agg, line_start);
           if (threadIdx.x == 0) chunk_carry[0] = p;
         }
         __syncthreads();
@@ -585,7 +623,7 @@ __global__ void __launch_bounds__(kRowThreads, kRowMinBlocks<Source, Sink, kItem
           storage, src, dst, lo, n, 0, pos0,
           [&](const state_t&) {
             if constexpr (kOverlap) {
-              if (carry_pending) return lb.finish(lookback_storage, pending, agg);
+              if (carry_pending) return lb.finish(lookback_storage, pending, agg, line_start);
             }
             return carry;
           },

@@ -93,7 +93,8 @@ struct CudaRunner {
                           layout(p.in.mask.strides),
                           layout(p.in.coeff.strides),
                           p.epilogue.shift_mul,
-                          data.second};
+                          data.second,
+                          data.initial};
     launch_scan<Combine, in_t, out_t>(d);
   }
 };
@@ -105,14 +106,19 @@ void scan_cuda(const ScanProblem& p) { dispatch_scan<cuda::CudaRunner>(p); }
 
 namespace {
 // The CUDA kernels read broadcast companions in place (CompanionIndex), fuse the input scaling
-// and the epilogue into their loads and stores, and read mul one position on in the row
-// kernels of linear recurrences whose coefficients and mul are dense (MulNextSink).
+// and the epilogue into their loads and stores, read mul one position on in the row
+// kernels of linear recurrences whose coefficients and mul are dense (MulNextSink), and start
+// every line from its initial state (LineState; OutputSink::line_start in every kernel
+// family, CUB's device-side init value on the CUB line path).
 bool cuda_shift_mul(const ScanProblem& p) {
   return p.shape.inner == 1 && p.spec.kind == CombineKind::Affine &&
          p.epilogue.mul.scalar_type() != at::kBool && !p.in.coeff.strides.in_place;
 }
 [[maybe_unused]] const bool registered =
-    (register_cuda_backend(Backend{&scan_cuda, BackendCaps{true, true, &cuda_shift_mul}}), true);
+    (register_cuda_backend(Backend{&scan_cuda, BackendCaps{/*broadcast_in_place=*/true,
+                                                           /*fused_epilogue=*/true,
+                                                           /*line_state=*/true, &cuda_shift_mul}}),
+     true);
 }  // namespace
 
 }  // namespace scanops

@@ -68,6 +68,10 @@ struct DeviceProblem {
   // or, with second (out_t), 0 there and the products written to second
   bool shift_mul = false;
   void* second = nullptr;
+  // The value each line starts from (ScanProblem::state, LineState::initial): out_t, outer *
+  // inner values, line (o, i) at o * inner + i, or nullptr (every line starts from identity()).
+  // Never given together with the fused epilogue, scale_input or shift_mul (the engine).
+  const void* initial = nullptr;
 };
 
 // Enqueues the scan of `p` (chooses the kernel family by shape). No host synchronisation.

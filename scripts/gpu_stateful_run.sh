@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# One device call for the stateful scans (#33) and the sharded scans (#35), over libraries
+# built on the VM for sm_90 and carried xz-compressed in carry/ (an ignored folder):
+#   carry/cur.so.xz  the working tree's library     carry/pre.so.xz  66fa923's (before the
+#                                                                    engine in named parts)
+# Steps, each under its own time limit, all logged to $OUT/run.log:
+#   the CUDA checks of `initial` (test/cuda_line_state_check.py, test_initial.py on CUDA),
+#   output hashes of both libraries on one case set (bench/ab_bits.py: the engine change and
+#   the kernels' line_state must not change a bit without `initial`), bench_initial.py (with /
+#   without initial), bench_gpu.py on both libraries (share of the copy floor; --initial on the
+#   current one), and bench_distributed.py on 2 GPUs (NCCL) where the machine has them.
+# Usage (device tool): bash scripts/gpu_stateful_run.sh   (carry: ["carry"])
+set -uo pipefail
+REPO="$(cd "$(dirname "$0")/.." && pwd)"
+OUT="${OUT:-$REPO/gpu-out}"
+mkdir -p "$OUT" /tmp/cur /tmp/pre
+LOG="$OUT/run.log"
+cd "$REPO"
+xz -dc carry/cur.so.xz > /tmp/cur/libscanops.so
+xz -dc carry/pre.so.xz > /tmp/pre/libscanops.so
+CUR=/tmp/cur/libscanops.so PRE=/tmp/pre/libscanops.so
+export PYTHONPATH="$REPO/python" PYTHONUNBUFFERED=1 SCANOPS_COMMIT="${SCANOPS_COMMIT:-}"
+t0=$(date +%s)
+step() {  # step NAME SECONDS command...
+  local name=$1 secs=$2; shift 2
+  echo "==> $name (limit ${secs} s, at +$(( $(date +%s) - t0 )) s)" >>"$LOG"
+  timeout "$secs" "$@" >>"$LOG" 2>&1
+  echo "<== $name rc=$?" >>"$LOG"
+}
+step device 20 bash -c 'nvidia-smi -L; python3 -c "import torch; print(torch.__version__)"'
+export CUDA_VISIBLE_DEVICES=0
+step line_state_check 90 env SCANOPS_LIBRARY=$CUR python3 test/cuda_line_state_check.py
+step test_initial 75 env SCANOPS_LIBRARY=$CUR python3 -m pytest -q -x -p no:cacheprovider \
+  test/python/test_initial.py -k cuda
+step ab_cur 50 env SCANOPS_LIBRARY=$CUR python3 bench/ab_bits.py --device cuda --out /tmp/ab_cur.json
+step ab_pre 50 env SCANOPS_LIBRARY=$PRE python3 bench/ab_bits.py --device cuda --out /tmp/ab_pre.json
+step ab_compare 10 python3 bench/ab_bits.py --compare /tmp/ab_pre.json /tmp/ab_cur.json
+step bench_initial 40 env SCANOPS_LIBRARY=$CUR python3 bench/bench_initial.py --device cuda \
+  --elems $((1 << 26)) --md "$OUT/bench_initial.md"
+step bench_gpu_cur 120 env SCANOPS_LIBRARY=$CUR python3 bench/bench_gpu.py --no-compile --no-eager \
+  --initial --rounds 2 --json "$OUT/bench_gpu.json" --md "$OUT/bench_gpu.md"
+step bench_gpu_pre 60 env SCANOPS_LIBRARY=$PRE python3 bench/bench_gpu.py --no-compile --no-eager \
+  --no-bitwise --rounds 2 --only "${PRE_ONLY:-cumsum,logcumsumexp,cummax (2^20,linear_recurrence,cumprod}" \
+  --md "$OUT/bench_gpu_pre.md"
+unset CUDA_VISIBLE_DEVICES
+if [ "$(nvidia-smi -L | grep -c '^GPU ')" -ge 2 ]; then
+  step nccl_cumsum 45 env SCANOPS_LIBRARY=$CUR torchrun --nproc-per-node 2 \
+    bench/bench_distributed.py --json "$OUT/distributed_cumsum.json"
+  step nccl_linrec 45 env SCANOPS_LIBRARY=$CUR torchrun --nproc-per-node 2 \
+    bench/bench_distributed.py --op linear_recurrence --json "$OUT/distributed_linrec.json"
+fi
+echo "total $(( $(date +%s) - t0 )) s" >>"$LOG"
+tail -c 4000 "$LOG"
