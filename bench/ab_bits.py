@@ -18,19 +18,24 @@ import os
 import sys
 
 
-def run(device, out):
+def run(device, out, small=False):
     import torch
     sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "python"))
     import scanops  # noqa: F401
     ops = torch.ops.scanops
     shapes = [((4097,), 0), ((3, 1000), 1), ((1000, 3), 0), ((64, 33, 17), 1), ((2, 70000), 1),
               ((70000, 5), 0), ((1 << 20,), 0), ((16, 4096), 1), ((4096, 64), 0), ((8, 2000, 8), 1)]
-    if device == "cuda":
+    if small:  # the kernel families in a minute: fewer dtypes and no large shapes
+        shapes = [s for s in shapes if s[0] not in ((2, 70000), (70000, 5), (1 << 20,))]
+        shapes += [((1 << 18,), 0), ((4, 1 << 16), 1)]
+    elif device == "cuda":
         shapes += [((1 << 22,), 0), ((1 << 14, 1024), 1), ((1 << 12, 4096), 0), ((2, 1 << 21), 1),
                    ((1 << 20, 3), 0), ((1 << 16, 32), 1)]
     dtypes = {"float32": torch.float32, "float64": torch.float64, "bfloat16": torch.bfloat16,
               "float16": torch.float16, "complex64": torch.complex64, "int32": torch.int32,
               "uint8": torch.uint8}
+    if small:
+        dtypes = {k: dtypes[k] for k in ("float32", "bfloat16", "int32")}
     res = {}
     threads = [1, 2] if device == "cpu" else [0]
     for (shape, dim), (dn, dt), (ex, rv) in itertools.product(
@@ -84,7 +89,8 @@ if __name__ == "__main__":
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--out", default="bits.json")
     ap.add_argument("--compare", nargs=2)
+    ap.add_argument("--small", action="store_true", help="fewer dtypes, no large shapes")
     args = ap.parse_args()
     if args.compare:
         sys.exit(compare(*args.compare))
-    run(args.device, args.out)
+    run(args.device, args.out, args.small)

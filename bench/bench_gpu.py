@@ -340,6 +340,7 @@ def main():
     ap.add_argument("--json", default="")
     ap.add_argument("--md", default="")
     ap.add_argument("--no-eager", action="store_true", help="skip torch eager")
+    ap.add_argument("--exact", action="store_true", help="--only names whole workload names")
     ap.add_argument("--no-bitwise", action="store_true",
                     help="skip the run-to-run bitwise check (its host copies take seconds a workload)")
     ap.add_argument("--initial", action="store_true",
@@ -354,7 +355,10 @@ def main():
         torch._dynamo.config.accumulated_cache_size_limit = 4096
 
     only = split_names(args.only)  # comma-separated name substrings
-    ws = [w for w in workloads(args.quick) if not only or any(o in w["name"] for o in only)]
+    if args.exact:
+        ws = [w for w in workloads(args.quick) if w["name"] in only]
+    else:
+        ws = [w for w in workloads(args.quick) if not only or any(o in w["name"] for o in only)]
     for w in ws:
         esz = torch.empty((), dtype=w["dtype"]).element_size()
         n = 1

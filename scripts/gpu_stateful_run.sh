@@ -10,6 +10,8 @@
 #   without initial), bench_gpu.py on both libraries (share of the copy floor; --initial on the
 #   current one), and bench_distributed.py on 2 GPUs (NCCL) where the machine has them.
 # Usage (device tool): bash scripts/gpu_stateful_run.sh   (carry: ["carry"])
+# STEPS="check test ab initial bench benchpre nccl" picks steps (default: all); TEST_K, AB_ARGS,
+# BENCH_ARGS, BENCH_ONLY, PRE_ONLY, BENCH_SECS adjust them.
 set -uo pipefail
 REPO="$(cd "$(dirname "$0")/.." && pwd)"
 OUT="${OUT:-$REPO/gpu-out}"
@@ -19,6 +21,8 @@ cd "$REPO"
 xz -dc carry/cur.so.xz > /tmp/cur/libscanops.so
 xz -dc carry/pre.so.xz > /tmp/pre/libscanops.so
 CUR=/tmp/cur/libscanops.so PRE=/tmp/pre/libscanops.so
+AB_ARGS="${AB_ARGS:-}" BENCH_ARGS="${BENCH_ARGS:-}"
+BENCH_ONLY="${BENCH_ONLY:-cumsum,logcumsumexp,cummax (2^20,linear_recurrence,cumprod}"
 export PYTHONPATH="$REPO/python" PYTHONUNBUFFERED=1 SCANOPS_COMMIT="${SCANOPS_COMMIT:-}"
 t0=$(date +%s)
 step() {  # step NAME SECONDS command...
@@ -27,23 +31,26 @@ step() {  # step NAME SECONDS command...
   timeout "$secs" "$@" >>"$LOG" 2>&1
   echo "<== $name rc=$?" >>"$LOG"
 }
+want() { [ -z "${STEPS:-}" ] || [[ " $STEPS " == *" $1 "* ]]; }
 step device 20 bash -c 'nvidia-smi -L; python3 -c "import torch; print(torch.__version__)"'
 export CUDA_VISIBLE_DEVICES=0
-step line_state_check 90 env SCANOPS_LIBRARY=$CUR python3 test/cuda_line_state_check.py
-step test_initial 75 env SCANOPS_LIBRARY=$CUR python3 -m pytest -q -x -p no:cacheprovider \
-  test/python/test_initial.py -k "cuda and not compile"
-step ab_cur 50 env SCANOPS_LIBRARY=$CUR python3 bench/ab_bits.py --device cuda --out /tmp/ab_cur.json
-step ab_pre 50 env SCANOPS_LIBRARY=$PRE python3 bench/ab_bits.py --device cuda --out /tmp/ab_pre.json
-step ab_compare 10 python3 bench/ab_bits.py --compare /tmp/ab_pre.json /tmp/ab_cur.json
-step bench_initial 40 env SCANOPS_LIBRARY=$CUR python3 bench/bench_initial.py --device cuda \
+want check && step line_state_check 90 env SCANOPS_LIBRARY=$CUR python3 test/cuda_line_state_check.py
+want test && step test_initial 75 env SCANOPS_LIBRARY=$CUR python3 -m pytest -q -p no:cacheprovider \
+  test/python/test_initial.py -k "${TEST_K:-cuda and not compile}"
+if want ab; then
+  step ab_cur 60 env SCANOPS_LIBRARY=$CUR python3 bench/ab_bits.py --device cuda $AB_ARGS --out /tmp/ab_cur.json
+  step ab_pre 60 env SCANOPS_LIBRARY=$PRE python3 bench/ab_bits.py --device cuda $AB_ARGS --out /tmp/ab_pre.json
+  step ab_compare 10 python3 bench/ab_bits.py --compare /tmp/ab_pre.json /tmp/ab_cur.json
+fi
+want initial && step bench_initial 60 env SCANOPS_LIBRARY=$CUR python3 bench/bench_initial.py --device cuda \
   --elems $((1 << 26)) --md "$OUT/bench_initial.md"
-step bench_gpu_cur 120 env SCANOPS_LIBRARY=$CUR python3 bench/bench_gpu.py --no-compile --no-eager \
-  --initial --rounds 2 --json "$OUT/bench_gpu.json" --md "$OUT/bench_gpu.md"
-step bench_gpu_pre 60 env SCANOPS_LIBRARY=$PRE python3 bench/bench_gpu.py --no-compile --no-eager \
-  --no-bitwise --rounds 2 --only "${PRE_ONLY:-cumsum,logcumsumexp,cummax (2^20,linear_recurrence,cumprod}" \
-  --md "$OUT/bench_gpu_pre.md"
+want bench && step bench_gpu_cur "${BENCH_SECS:-120}" env SCANOPS_LIBRARY=$CUR python3 bench/bench_gpu.py \
+  --no-compile --no-eager --initial --rounds 2 $BENCH_ARGS --only "$BENCH_ONLY" \
+  --json "$OUT/bench_gpu.json" --md "$OUT/bench_gpu.md"
+want benchpre && step bench_gpu_pre 60 env SCANOPS_LIBRARY=$PRE python3 bench/bench_gpu.py --no-compile \
+  --no-eager --no-bitwise --rounds 2 $BENCH_ARGS --only "${PRE_ONLY:-$BENCH_ONLY}" --md "$OUT/bench_gpu_pre.md"
 unset CUDA_VISIBLE_DEVICES
-if [ "$(nvidia-smi -L | grep -c '^GPU ')" -ge 2 ]; then
+if want nccl && [ "$(nvidia-smi -L | grep -c '^GPU ')" -ge 2 ]; then
   step nccl_cumsum 45 env SCANOPS_LIBRARY=$CUR torchrun --nproc-per-node 2 \
     bench/bench_distributed.py --json "$OUT/distributed_cumsum.json"
   step nccl_linrec 45 env SCANOPS_LIBRARY=$CUR torchrun --nproc-per-node 2 \
