@@ -10,7 +10,8 @@
 #   without initial), bench_gpu.py on both libraries (share of the copy floor; --initial on the
 #   current one), and bench_distributed.py on 2 GPUs (NCCL) where the machine has them.
 # Usage (device tool): bash scripts/gpu_stateful_run.sh   (carry: ["carry"])
-# STEPS="check test ab initial bench benchpre nccl" picks steps (default: all); TEST_K, AB_ARGS,
+# STEPS="check test ab initial bench benchpre bench2 nccl" picks steps (bench2: bench again,
+# after benchpre: an A/B/A of the two libraries) (default: all); TEST_K, AB_ARGS,
 # BENCH_ARGS, BENCH_ONLY, PRE_ONLY, BENCH_SECS adjust them.
 set -uo pipefail
 REPO="$(cd "$(dirname "$0")/.." && pwd)"
@@ -49,6 +50,8 @@ want bench && step bench_gpu_cur "${BENCH_SECS:-120}" env SCANOPS_LIBRARY=$CUR p
   --json "$OUT/bench_gpu.json" --md "$OUT/bench_gpu.md"
 want benchpre && step bench_gpu_pre 60 env SCANOPS_LIBRARY=$PRE python3 bench/bench_gpu.py --no-compile \
   --no-eager --no-bitwise --rounds 2 $BENCH_ARGS --only "${PRE_ONLY:-$BENCH_ONLY}" --md "$OUT/bench_gpu_pre.md"
+want bench2 && step bench_gpu_cur2 "${BENCH_SECS:-120}" env SCANOPS_LIBRARY=$CUR python3 bench/bench_gpu.py \
+  --no-compile --no-eager --initial --rounds 2 $BENCH_ARGS --only "$BENCH_ONLY" --md "$OUT/bench_gpu_2.md"
 unset CUDA_VISIBLE_DEVICES
 if want nccl && [ "$(nvidia-smi -L | grep -c '^GPU ')" -ge 2 ]; then
   step nccl_cumsum 45 env SCANOPS_LIBRARY=$CUR torchrun --nproc-per-node 2 \

@@ -144,10 +144,9 @@ struct RowTile {
   // rows are pos0, pos0 + 1, ... in memory order), read only for the rows' initial values.
   // Initial values (Sink::has_initial(), packed rows only: a line's carry is its caller's):
   // a segment head starts its row from Sink::line_start(row) (the exclusive value written
-  // there), then takes the head's element, instead of starting from the element. Only the
-  // head branch tests it (a uniform test; the row's value loaded at the head, from L2 where
-  // the kernel prefetched the tile's values): nothing changes per element, and tiles of one
-  // line (seg == 0) have no heads.
+  // there), then takes the head's element, instead of starting from the element (see below:
+  // no division and no load at a head of the reduce walk). Tiles of one line (seg == 0) have
+  // no heads.
   // Each thread reduces its items, the block scans the thread aggregates, and each thread
   // rescans its items from its prefix (CUB's reduce-then-scan within a thread): registers
   // hold the held elements and a running state, never kItems states.
@@ -198,13 +197,25 @@ struct RowTile {
     // share its memory), then the rescan from the prefix the thread's items continue.
     lowered_t* obuf = &st.exchange[warp].lowered[0];
     state_t total;
-    // Packed rows with initial values (uniform): the start of the row whose head is the
-    // thread's item k (its row in scan order (q0 + k) / seg; reverse tiles hold their rows in
-    // reversed order, n being whole rows).
+    // Packed rows with initial values (uniform): a head starts its row from the row's start
+    // state. The thread's heads are rows j_first, j_first + 1, ... in scan order (one division
+    // a thread, none a head; reverse tiles hold their rows in reversed order, n being whole
+    // rows). The reduce walk is the one without initial values: the aggregate from the last
+    // head on is then prefixed with that head's start (one load a thread); the rescan loads
+    // the next head's start as soon as the previous one is taken (in flight over the items
+    // between two heads; rows of 64 were 36% slower with a load and a division at each head,
+    // H200, 2026-11-27).
     const bool head_init = seg > 0 && dst.has_initial();
-    const auto head_start = [&](int k) -> state_t {
-      const int j = (q0 + k) / seg;
+    const int j_first = head_init ? q0 / seg + (q0 % seg != 0 ? 1 : 0) : 0;
+    const auto row_start = [&](int j) -> state_t {
       return dst.line_start(pos0 + (reverse ? n / seg - 1 - j : j));
+    };
+    const auto count_heads = [](heads_t v) -> int {
+      if constexpr (sizeof(heads_t) == 8) {
+        return __popcll(static_cast<unsigned long long>(v));
+      } else {
+        return __popc(static_cast<unsigned>(v));
+      }
     };
     // (Walk: a chain of combines, or Combine's runs, see kRuns.)
     auto w = Walk<Combine>::begin(src.lift_held(h[0]));
@@ -212,26 +223,23 @@ struct RowTile {
     if (thread_agg != nullptr) {  // (seg == 0) the thread's aggregate as reduce found it
       agg = thread_agg[threadIdx.x];
     } else {
-      if (head_init && (heads & 1u)) {
-        w = Walk<Combine>::begin(head_start(0));
-        w.push(src.lift_held(h[0]));
-      }
 #pragma unroll
       for (int k = 1; k < kItems; ++k) {
         const state_t x = src.lift_held(h[k]);
         if ((heads >> k) & 1u) {
-          if (head_init) {
-            w = Walk<Combine>::begin(head_start(k));
-            w.push(x);
-          } else {
-            w = Walk<Combine>::begin(x);
-          }
+          w = Walk<Combine>::begin(x);
         } else {
           w.push(x);
         }
       }
       agg = w.value();
+      if (head_init && heads != 0) {
+        agg = Combine::combine(row_start(j_first + count_heads(heads) - 1), agg);
+      }
     }
+    int j_next = j_first;
+    state_t s_next = Combine::identity();
+    if (head_init && heads != 0) s_next = row_start(j_next);
     w = Walk<Combine>::begin(Scan::exclusive_scan(st.scan, heads != 0, agg, carry_op, total));
 #pragma unroll
     for (int k = 0; k < kItems; ++k) {
@@ -239,7 +247,8 @@ struct RowTile {
       const state_t x = src.lift_held(h[k]);
       lowered_t y{};
       if (head && head_init) {  // the row's start, then its first element
-        const state_t s = head_start(k);
+        const state_t s = s_next;
+        if (((heads >> k) >> 1) != 0) s_next = row_start(++j_next);  // the next head's
         if (exclusive) y = Sink::lower(s);
         w = Walk<Combine>::begin(s);
         w.push(x);
