@@ -14,7 +14,8 @@ sequential and chained); 1, 2 and 3 threads. Memory and store modes, each in a p
 own (they are read once per process): output pages populated ahead of the stores
 (SCANOPS_CPU_POPULATE, SCANOPS_CPU_RUN_BYTES, SCANOPS_CPU_PF_NEXT), streaming stores
 (SCANOPS_CPU_STREAM), transparent huge pages (SCANOPS_CPU_HUGEPAGES) on outputs of 16 MiB and
-more. Also: every flag combination, non-contiguous inputs, broadcast masks and coefficients,
+more. Also: every flag combination (exclusive-forward and inclusive-reverse scans with a
+per-line `initial`, the other two without), non-contiguous inputs, broadcast masks and coefficients,
 dtype= conversions, the fused backward scans (gradients without create_graph), and bad inputs.
 
 Checks: the sanitizer watches; besides, every multi-thread result must have the bits of the
@@ -102,8 +103,19 @@ def data(shape, dtype, g, role="x"):
     return base.to(dtype)
 
 
-def calls(op, x, m, a, p, dim, excl, rev):
-    kw = dict(exclusive=excl, reverse=rev)
+def line_initial(op, x, dim, g):
+    """A per-line initial value of op's result dtype (x's shape without dim)."""
+    d = dim % max(x.dim(), 1)
+    line = [s for k, s in enumerate(x.shape) if k != d]
+    rd = x.dtype
+    if op in ("cumsum", "masked_cumsum", "cumprod") and not (rd.is_floating_point or rd.is_complex):
+        rd = torch.int64
+    return data(line, rd, g, "p" if op == "cumprod" else "x") if rd != torch.int64 else \
+        torch.randint(0, 5, line, generator=g)
+
+
+def calls(op, x, m, a, p, dim, excl, rev, initial=None):
+    kw = dict(exclusive=excl, reverse=rev, initial=initial)
     if op == "cumsum":
         return ops.cumsum(x, dim, **kw)
     if op == "masked_cumsum":
@@ -143,11 +155,14 @@ def run_case(cnt, op, shape, dim, dtype, flags, threads, g, layout="contiguous")
         m = m[:1].expand(shape)
         a = a[:1].expand(shape)
     for excl, rev in flags:
+        # exclusive-forward and inclusive-reverse scans start each line from an initial value
+        # (the kernels' line starts on every schedule), the other two from the identity
+        init = line_initial(op, p if op == "cumprod" else x, dim, g) if excl != rev else None
         outs = {}
         for t in threads:
             torch.set_num_threads(t)
             torch.full((max(x.numel(), 1) * 2,), float("nan"))  # poison the next allocation
-            r = calls(op, x, m, a, p, dim, excl, rev)
+            r = calls(op, x, m, a, p, dim, excl, rev, init)
             r = list(r) if isinstance(r, tuple) else [r]
             cnt.calls += 1
             outs[t] = r
