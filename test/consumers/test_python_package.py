@@ -188,8 +188,8 @@ def test_torch_version_mismatch_is_refused(tmp_path):
     SCANOPS_ALLOW_TORCH_MISMATCH=1."""
     pkg = tmp_path / "scanops"
     pkg.mkdir()
-    for name in ("__init__.py", "__main__.py"):
-        (pkg / name).write_text((REPO / "python" / "scanops" / name).read_text())
+    for src in (REPO / "python" / "scanops").glob("*.py"):  # the package as installed
+        (pkg / src.name).write_text(src.read_text())
     (pkg / "_build_info.py").write_text(
         'VERSION = "0.1.0"\nTORCH_VERSION = "1.0.0+cu999"\nTORCH_CUDA = ""\n'
         'WITH_CUDA = False\nCUDA_ARCHS = ""\n')

@@ -777,6 +777,7 @@ def check_valid(c: dict, device: str):
             compare(c, jf, exp[3], None, i64, "indices (flipped input, reverse toggled)")
         else:
             compare(c, rf.flip(d), exp[0], exp[1], exp[2], "result (flipped input, reverse toggled)")
+    check_continuation(c, x, mask, a, exp, outs)
     if c["meta_check"]:
         def meta(t):
             return None if t is None else torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device="meta")
@@ -788,6 +789,64 @@ def check_valid(c: dict, device: str):
             if o.shape != m.shape or o.dtype != m.dtype or (o.numel() > 1 and o.stride() != m.stride()):
                 raise CaseFailure(f"Meta kernel: {tuple(m.shape)} {m.dtype} strides {m.stride()}; real: "
                                   f"{tuple(o.shape)} {o.dtype} strides {o.stride()}")
+
+
+def check_continuation(c: dict, x, mask, a, exp, outs):
+    """`initial`: an inclusive scan cut at a random position k of its line (about one valid case
+    in three) and scanned in two calls, the second from the first's final state (its last value
+    in scan order), must give the whole line's result (the reference's tolerance; exact where
+    the whole scan is). cummax / cummin: the second call's -1 indices are the carried value's
+    position."""
+    rng = random.Random(c["layout_seed"] ^ 0xC0471)
+    if c["exclusive"] or x.dim() == 0 or rng.random() > 0.35:
+        return
+    d = c["dim"] % x.dim()
+    n = x.shape[d]
+    if n < 2 or x.numel() == 0:
+        return
+    k = rng.randint(1, n - 1)
+    rev = c["reverse"]
+    full = lambda t: None if t is None else t.expand(x.shape)  # noqa: E731
+    xs, ms, as_ = x, full(mask), full(a)
+    # scan order: [0, k) then [k, n); reverse: [k, n) then [0, k)
+    first, second = ((k, n - k), (0, k)) if rev else ((0, k), (k, n - k))
+    part = lambda t, r: None if t is None else t.narrow(d, r[0], r[1])  # noqa: E731
+    y1 = call(c, part(xs, first), part(ms, first), part(as_, first))
+    indexed = c["op"] in ("cummax", "cummin")
+    v1 = y1[0] if indexed else y1
+    last = 0 if rev else first[1] - 1  # the first chunk's last position in scan order
+    state = v1.select(d, last)
+    y2 = call(c, part(xs, second), part(ms, second), part(as_, second), initial=state)
+    v2 = y2[0] if indexed else y2
+    pieces = (v2, v1) if rev else (v1, v2)
+    got = torch.cat(pieces, d)
+    tol = exp[1]
+    if tol is not None and (state.is_floating_point() or state.is_complex()):
+        # The carried state is rounded to the result dtype (eps_out |state|); that error reaches
+        # the second chunk times the op's gain: 1 for sums and log-sum-exps, |y| / |state| for
+        # products, prod |a| over the chunk so far for the recurrence.
+        _, e_out, _ = _eps(state.dtype)
+        ref = exp[0].to(torch.complex128 if exp[0].is_complex() else f64).abs()
+        s_abs = state.detach().cpu().to(torch.complex128 if state.is_complex() else f64).abs().unsqueeze(d)
+        ref2 = ref.narrow(d, second[0], second[1])
+        if c["op"] == "cumprod":
+            extra = e_out * ref2
+        elif c["op"] == "linear_recurrence":
+            a2 = part(as_, second).detach().cpu().to(torch.complex128 if as_.is_complex() else f64).abs()
+            gain = a2.flip(d).cumprod(d).flip(d) if rev else a2.cumprod(d)
+            extra = e_out * s_abs * gain
+        else:
+            extra = (e_out * s_abs).expand_as(ref2)
+        zeros = torch.zeros_like(ref.narrow(d, first[0], first[1]))
+        extra = torch.cat((extra, zeros) if rev else (zeros, extra), d)
+        tol = tol.expand(ref.shape) + 2 * extra
+    compare(c, got, exp[0], tol, exp[2], f"values continued from an initial state (cut at {k})")
+    if indexed:
+        i1 = y1[1] + first[0]
+        carried = i1.select(d, last).unsqueeze(d)
+        i2 = torch.where(y2[1] >= 0, y2[1] + second[0], carried.expand_as(y2[1]))
+        gi = torch.cat((i2, i1) if rev else (i1, i2), d)
+        compare(c, gi, exp[3], None, i64, f"indices continued from an initial state (cut at {k})")
 
 
 UNSUPPORTED = [d for d in (getattr(torch, n, None) for n in ("uint16", "uint32", "uint64", "float8_e4m3fn",
