@@ -317,8 +317,8 @@ at::Tensor line_values(const at::Tensor& initial, const at::Tensor& self, int64_
 //   exclusive: the inclusive scan of (v, x[0], ..., x[n-2]) (x[n-1] reaches no output)
 // cummax / cummin: positions one on, so the initial value's own is -1.
 std::tuple<at::Tensor, at::Tensor> run_prepended(const ScanSpec& spec, const ScanOperands& in,
-                                                 int64_t d, std::optional<at::ScalarType> dtype,
-                                                 at::Tensor& output, at::Tensor& indices) {
+                                                 int64_t d, at::Tensor& output,
+                                                 at::Tensor& indices) {
   const at::Tensor& self = in.self;
   const bool rev = spec.flags.reverse, excl = spec.flags.exclusive;
   const at::Tensor x0 = self.dim() == 0 ? self.reshape({1}) : self;
@@ -398,7 +398,7 @@ std::tuple<at::Tensor, at::Tensor> run(const ScanSpec& spec, const ScanOperands&
                                !in.shift_mul && !in.mul_second),
               spec.op_name, ": internal error: an initial value with a fused epilogue");
   if (has_initial && !caps.line_state) {
-    return run_prepended(spec, in, d, dtype, output, indices);
+    return run_prepended(spec, in, d, output, indices);  // (the input converted to output's dtype)
   }
 
   ScanProblem p;

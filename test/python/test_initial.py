@@ -537,3 +537,23 @@ def test_old_exported_program_loads():
     outs = ep.module()(*inputs["args"])
     for got, want in zip(outs, inputs["export_out"]):
         torch.testing.assert_close(got, want, rtol=1e-6, atol=1e-6)
+
+
+def test_engine_fallback_without_line_state():
+    """The engine's prepend (a back end without BackendCaps::line_state): the CPU back end with
+    SCANOPS_CPU_LINE_STATE=0 (read once per process), against the sequential reference."""
+    import os
+    import subprocess
+    import sys
+    code = (
+        "import sys; sys.path.insert(0, %r); import conftest; conftest._load()\n"
+        "import test_initial as t\n"
+        "for k, op in enumerate(t.OPS):\n"
+        "    for j, (shape, dim) in enumerate(t.SHAPES + [((3, 5000), 1), ((2000, 3), 0)]):\n"
+        "        for f in t.FLAGS:\n"
+        "            t.check(op, shape, dim, t.dtypes_of(op)[k %% 2], *f, 'cpu', seed=10 * k + j)\n"
+        "print('fallback ok')\n" % str(HERE))
+    env = dict(os.environ, SCANOPS_CPU_LINE_STATE="0")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                       cwd=str(HERE.parents[1]), timeout=600)
+    assert r.returncode == 0 and "fallback ok" in r.stdout, r.stderr[-3000:]
