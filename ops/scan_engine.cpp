@@ -2,6 +2,8 @@
 // every back end (and by the Meta kernels, which run the same checks).
 #include "ops/scan_engine.h"
 
+#include "ops/prepend.h"
+
 #include <ATen/ATen.h>
 #include <c10/core/WrapDimMinimal.h>
 
@@ -102,6 +104,16 @@ at::ScalarType result_dtype(const ScanSpec& spec, at::ScalarType self_dtype,
 
 namespace {
 
+// Whether a tensor of shape `from` broadcasts to `to` (as expand: `to` is kept).
+bool broadcasts_to(c10::SymIntArrayRef from, c10::SymIntArrayRef to) {
+  if (from.size() > to.size()) return false;
+  for (size_t k = 0; k < from.size(); ++k) {
+    const auto& m = from[from.size() - 1 - k];
+    if (!(m == 1) && !(m == to[to.size() - 1 - k])) return false;
+  }
+  return true;
+}
+
 // mask / coeff: same device as self, broadcastable to self's shape.
 void check_companion(const ScanSpec& spec, const at::Tensor& self, const char* self_name,
                      const at::Tensor& t, const char* name) {
@@ -112,13 +124,7 @@ void check_companion(const ScanSpec& spec, const at::Tensor& self, const char* s
               "; both must be on the same device");
   const auto ts = t.sym_sizes();
   const auto xs = self.sym_sizes();
-  bool ok = ts.size() <= xs.size();
-  for (size_t k = 0; ok && k < ts.size(); ++k) {
-    const auto& m = ts[ts.size() - 1 - k];
-    const auto& x = xs[xs.size() - 1 - k];
-    ok = (m == 1) || (m == x);
-  }
-  TORCH_CHECK(ok, op, ": argument '", name, "' of shape ", ts,
+  TORCH_CHECK(broadcasts_to(ts, xs), op, ": argument '", name, "' of shape ", ts,
               " is not broadcastable to the shape of argument '", self_name, "', ", xs);
 }
 
@@ -140,13 +146,7 @@ void check_initial(const ScanSpec& spec, const ScanOperands& in, int64_t d,
   for (int64_t k = 0; k < static_cast<int64_t>(xs.size()); ++k) {
     if (k != d) line.push_back(xs[k]);
   }
-  bool ok = ts.size() <= line.size();
-  for (size_t k = 0; ok && k < ts.size(); ++k) {
-    const auto& m = ts[ts.size() - 1 - k];
-    const auto& x = line[line.size() - 1 - k];
-    ok = (m == 1) || (m == x);
-  }
-  TORCH_CHECK(ok, op, ": argument 'initial' of shape ", ts,
+  TORCH_CHECK(broadcasts_to(ts, line), op, ": argument 'initial' of shape ", ts,
               " is not broadcastable to the shape of argument '", in.self_name,
               "' without the scan dim ", d, ", ", c10::SymIntArrayRef(line),
               " (one value per line)");
@@ -309,69 +309,35 @@ at::Tensor line_values(const at::Tensor& initial, const at::Tensor& self, int64_
   return t.expand(line).contiguous();
 }
 
-// A back end without BackendCaps::line_state: the initial value prepended to every line as
-// its first element in scan order, the lines scanned from the identity, the added position
-// dropped. The same values as a scan that starts from it (Combine::start(v) is lift(v) of an
-// element v, with coefficient 1 and mask true), at the cost of a copy of the operands.
-//   inclusive: scan(v, x[0], ..., x[n-1]) less its first output
-//   exclusive: the inclusive scan of (v, x[0], ..., x[n-2]) (x[n-1] reaches no output)
-// cummax / cummin: positions one on, so the initial value's own is -1.
+// A back end without BackendCaps::line_state: the initial value prepended to every line
+// (ops/prepend.h), the lines scanned from the identity, the added position dropped. The same
+// values as a scan that starts from it, at the cost of a copy of the operands.
 std::tuple<at::Tensor, at::Tensor> run_prepended(const ScanSpec& spec, const ScanOperands& in,
                                                  int64_t d, at::Tensor& output,
                                                  at::Tensor& indices) {
-  const at::Tensor& self = in.self;
-  const bool rev = spec.flags.reverse, excl = spec.flags.exclusive;
-  const at::Tensor x0 = self.dim() == 0 ? self.reshape({1}) : self;
-  const int64_t dd = self.dim() == 0 ? 0 : d;
-  const int64_t n = x0.size(dd);
-  const auto sizes = x0.sizes();
-  // Along dd: `head` (one position) placed first in scan order before `t`, whose last position
-  // in scan order is dropped for exclusive scans.
-  const auto with_head = [&](const at::Tensor& head, const at::Tensor& t) {
-    at::Tensor body = t.expand(sizes);
-    if (excl) body = rev ? body.narrow(dd, 1, n - 1) : body.narrow(dd, 0, n - 1);
-    return rev ? at::cat({body, head}, dd) : at::cat({head, body}, dd);
-  };
-  std::vector<int64_t> one(sizes.begin(), sizes.end());
-  one[dd] = 1;
-  const auto out_dtype = output.scalar_type();
-  at::Tensor v = line_values(*in.initial, self, d).reshape(one);
-  at::Tensor x = x0.scalar_type() == out_dtype ? x0 : x0.to(out_dtype);
-  at::Tensor xp = with_head(v, x);
+  at::Tensor x = in.self;
+  const Prepended p = Prepended::plan(x, d, spec.flags.exclusive, spec.flags.reverse);
+  const auto out_dtype = output.scalar_type();  // (the input converted to it, as dtype= does)
+  const at::Tensor xp = p.join(p.head(*in.initial, out_dtype),
+                               x.scalar_type() == out_dtype ? x : x.to(out_dtype));
   at::Tensor mp, ap;
   ScanOperands pin{xp};
   pin.self_name = in.self_name;
   pin.coeff_name = in.coeff_name;
   pin.wide_acc = in.wide_acc;
   if (in.mask != nullptr) {
-    mp = with_head(at::ones(one, in.mask->options()), *in.mask);
+    mp = p.join(p.ones_head(in.mask->options()), *in.mask);
     pin.mask = &mp;
   }
   if (in.coeff != nullptr) {
-    ap = with_head(at::ones(one, in.coeff->options().dtype(out_dtype)),
-                   in.coeff->scalar_type() == out_dtype ? *in.coeff : in.coeff->to(out_dtype));
+    ap = p.join(p.ones_head(in.coeff->options()), *in.coeff);
     pin.coeff = &ap;
   }
   ScanSpec ps = spec;
   ps.flags.exclusive = false;
-  auto [values, idx] = run(ps, pin, dd, std::nullopt);
-  const int64_t off = excl || rev ? 0 : 1;  // where the kept n positions begin
-  output.copy_(values.narrow(dd, off, n).reshape(output.sizes()));
-  if (kind_is_indexed(spec.kind)) {
-    at::Tensor pos = idx.narrow(dd, off, n);
-    // back to positions in x: forward, v at 0 and x[j] at j + 1; reverse inclusive,
-    // (x[0], ..., x[n-1], v); reverse exclusive, (x[1], ..., x[n-1], v)
-    at::Tensor shifted;
-    if (!rev) {
-      shifted = pos - 1;  // v at 0 -> -1, x[j] at j + 1
-    } else if (!excl) {
-      shifted = at::where(pos == n, at::full_like(pos, -1), pos);  // v at n
-    } else {
-      // reverse exclusive: (x[1], ..., x[n-1], v): x[j] at j - 1, v at n - 1
-      shifted = at::where(pos == n - 1, at::full_like(pos, -1), pos + 1);
-    }
-    indices.copy_(shifted.reshape(indices.sizes()));
-  }
+  auto [values, idx] = run(ps, pin, p.dim, std::nullopt);
+  output.copy_(p.take(values));
+  if (kind_is_indexed(spec.kind)) indices.copy_(p.take_indices(idx));
   return {output, indices};
 }
 
@@ -398,7 +364,7 @@ std::tuple<at::Tensor, at::Tensor> run(const ScanSpec& spec, const ScanOperands&
                                !in.shift_mul && !in.mul_second),
               spec.op_name, ": internal error: an initial value with a fused epilogue");
   if (has_initial && !caps.line_state) {
-    return run_prepended(spec, in, d, output, indices);  // (the input converted to output's dtype)
+    return run_prepended(spec, in, d, output, indices);
   }
 
   ScanProblem p;

@@ -38,6 +38,7 @@
 #include <torch/library.h>
 
 #include "ops/catalog.h"
+#include "ops/prepend.h"
 #include "scanops/scanops.h"
 
 namespace scanops {
@@ -542,84 +543,13 @@ bool wants_grad(const std::optional<at::Tensor>& t) {
 bool has(const std::optional<at::Tensor>& t) { return t.has_value() && t->defined(); }
 
 // ---- `initial` under autograd ----------------------------------------------------------
-// A scan that starts from v is the scan of the line with v prepended as its first element in
-// scan order (Combine::start(v) is the lift of an element v, coefficient 1, mask true):
-//   inclusive: scan(v, x[0], ..., x[n-1]) less its first position
-//   exclusive: the inclusive scan of (v, x[0], ..., x[n-2])
-// (reverse: v appended, the line read from its end). When a gradient is wanted, the op runs
-// as that composite of the op without `initial` (whose backward formulas are above), cat and
-// narrow, so every formula, its fusions, complex inputs and higher derivatives serve `initial`
-// too, and the gradient of v is that of the prepended element (summed over a broadcast v by
-// expand's backward). It costs a copy of the operands in the forward (the values are those of
-// the kernels' own initial state up to the rounding of a different association of floating
-// sums); without a gradient the device kernels take `initial` directly.
-struct Prepended {
-  int64_t dim;         // the scan dim of the prepended operands
-  bool scalar;         // self was 0-d (viewed as one element along dim 0)
-  bool reverse, exclusive;
-  c10::SymInt n;       // the line length of self
-  // Along dim: `head` (one position) first in scan order before `body` (expanded to self's
-  // shape), whose last position in scan order is dropped for exclusive scans.
-  at::Tensor join(const at::Tensor& head, const at::Tensor& body) const {
-    at::Tensor b = body;
-    if (exclusive) b = reverse ? b.narrow_symint(dim, 1, n - 1) : b.narrow_symint(dim, 0, n - 1);
-    return reverse ? at::cat({b, head}, dim) : at::cat({head, b}, dim);
-  }
-  // The op's output from the inclusive scan of the joined operands.
-  at::Tensor take(const at::Tensor& y) const {
-    at::Tensor out = (exclusive || reverse) ? y.narrow_symint(dim, 0, n) : y.narrow_symint(dim, 1, n);
-    return scalar ? out.squeeze(0) : out;
-  }
-  // cummax / cummin: positions in the joined line back to positions in self, -1 for v.
-  at::Tensor take_indices(const at::Tensor& idx) const {
-    at::Tensor pos = (exclusive || reverse) ? idx.narrow_symint(dim, 0, n) : idx.narrow_symint(dim, 1, n);
-    at::Tensor out;
-    if (!reverse) {
-      out = pos - 1;  // v at 0, x[j] at j + 1
-    } else if (!exclusive) {
-      out = at::where(pos == n, at::full_like(pos, -1), pos);  // (x[0], ..., x[n-1], v)
-    } else {
-      out = at::where(pos == n - 1, at::full_like(pos, -1), pos + 1);  // (x[1], ..., x[n-1], v)
-    }
-    return scalar ? out.squeeze(0) : out;
-  }
-};
-
-// self viewed with a dim to scan (0-d: one element along dim 0), and the plan.
-Prepended plan(at::Tensor& self, int64_t dim, bool exclusive, bool reverse) {
-  Prepended p;
-  p.scalar = self.dim() == 0;
-  if (p.scalar) self = self.unsqueeze(0);
-  p.dim = c10::maybe_wrap_dim(dim, self.dim());
-  p.n = self.sym_size(p.dim);
-  p.reverse = reverse;
-  p.exclusive = exclusive;
-  return p;
-}
-// v (broadcastable to self's shape without dim) as one position along dim, in `dtype`.
-at::Tensor head_of(const at::Tensor& initial, const at::Tensor& self, const Prepended& p,
-                   at::ScalarType dtype) {
-  std::vector<c10::SymInt> line;
-  for (int64_t k = 0; k < self.dim(); ++k) {
-    if (k != p.dim) line.push_back(self.sym_size(k));
-  }
-  at::Tensor v = initial.scalar_type() == dtype ? initial : initial.to(dtype);
-  return v.expand_symint(line).unsqueeze(p.dim);
-}
-at::Tensor ones_head(const at::Tensor& self, const Prepended& p, const at::TensorOptions& o) {
-  std::vector<c10::SymInt> shape(self.sym_sizes().begin(), self.sym_sizes().end());
-  shape[p.dim] = 1;
-  return at::ones_symint(shape, o);
-}
-at::Tensor full_body(const at::Tensor& t, const at::Tensor& self) {
-  return t.expand_symint(self.sym_sizes());
-}
-
-// The op's own checks (errors name it and the argument) before the composite is built.
-void check_initial_args(const ScanSpec& spec, const ScanOperands& in, int64_t dim,
-                        std::optional<at::ScalarType> dtype) {
-  check_scan_args(spec, in, dim, dtype);
-}
+// When a gradient is wanted, an op with `initial` runs as the op without it on the line with
+// the initial value prepended (ops/prepend.h), so every formula above, its fusions, complex
+// inputs and higher derivatives serve `initial` too, and the gradient of v is that of the
+// prepended element (summed over a broadcast v by expand's backward). It costs a copy of the
+// operands in the forward (the values are those of the kernels' own initial state up to the
+// rounding of a different association of floating sums); without a gradient the device
+// kernels take `initial` directly. The op's own checks run first, so that errors name it.
 
 at::Tensor cumsum_autograd(const at::Tensor& self, int64_t dim, bool exclusive, bool reverse,
                            std::optional<at::ScalarType> dtype,
@@ -631,13 +561,13 @@ at::Tensor cumsum_autograd(const at::Tensor& self, int64_t dim, bool exclusive, 
   if (!has(initial)) return CumsumFn::apply(self, dim, exclusive, reverse, dtype);
   ScanOperands in{self};
   in.initial = &*initial;
-  check_initial_args(catalog::cumsum_spec(exclusive, reverse), in, dim, dtype);
+  check_scan_args(catalog::cumsum_spec(exclusive, reverse), in, dim, dtype);
   at::Tensor x = self;
-  const Prepended p = plan(x, dim, exclusive, reverse);
+  const Prepended p = Prepended::plan(x, dim, exclusive, reverse);
   const auto rd = initial->scalar_type();
   at::Tensor xr = x.scalar_type() == rd ? x : x.to(rd);
   const at::Tensor y =
-      CumsumFn::apply(p.join(head_of(*initial, x, p, rd), xr), p.dim, false, reverse, std::nullopt);
+      CumsumFn::apply(p.join(p.head(*initial, rd), xr), p.dim, false, reverse, std::nullopt);
   return p.take(y);
 }
 at::Tensor masked_cumsum_autograd(const at::Tensor& self, const at::Tensor& mask, int64_t dim,
@@ -651,14 +581,13 @@ at::Tensor masked_cumsum_autograd(const at::Tensor& self, const at::Tensor& mask
   if (!has(initial)) return MaskedCumsumFn::apply(self, mask, dim, exclusive, reverse, dtype);
   ScanOperands in{self, &mask};
   in.initial = &*initial;
-  check_initial_args(catalog::masked_cumsum_spec(exclusive, reverse), in, dim, dtype);
+  check_scan_args(catalog::masked_cumsum_spec(exclusive, reverse), in, dim, dtype);
   at::Tensor x = self;
-  const Prepended p = plan(x, dim, exclusive, reverse);
+  const Prepended p = Prepended::plan(x, dim, exclusive, reverse);
   const auto rd = initial->scalar_type();
   at::Tensor xr = x.scalar_type() == rd ? x : x.to(rd);
-  const at::Tensor m = p.join(ones_head(x, p, mask.options()),
-                              full_body(p.scalar ? mask.reshape({1}) : mask, x));
-  const at::Tensor y = MaskedCumsumFn::apply(p.join(head_of(*initial, x, p, rd), xr), m, p.dim,
+  const at::Tensor m = p.join(p.ones_head(mask.options()), mask);
+  const at::Tensor y = MaskedCumsumFn::apply(p.join(p.head(*initial, rd), xr), m, p.dim,
                                              false, reverse, std::nullopt);
   return p.take(y);
 }
@@ -672,12 +601,12 @@ at::Tensor cumprod_autograd(const at::Tensor& self, int64_t dim, bool exclusive,
   if (!has(initial)) return CumprodFn::apply(self, dim, exclusive, reverse, dtype);
   ScanOperands in{self};
   in.initial = &*initial;
-  check_initial_args(catalog::cumprod_spec(exclusive, reverse), in, dim, dtype);
+  check_scan_args(catalog::cumprod_spec(exclusive, reverse), in, dim, dtype);
   at::Tensor x = self;
-  const Prepended p = plan(x, dim, exclusive, reverse);
+  const Prepended p = Prepended::plan(x, dim, exclusive, reverse);
   const auto rd = initial->scalar_type();
   at::Tensor xr = x.scalar_type() == rd ? x : x.to(rd);
-  const at::Tensor y = CumprodFn::apply(p.join(head_of(*initial, x, p, rd), xr), p.dim, false,
+  const at::Tensor y = CumprodFn::apply(p.join(p.head(*initial, rd), xr), p.dim, false,
                                         reverse, std::nullopt);
   return p.take(y);
 }
@@ -691,14 +620,13 @@ at::Tensor linear_recurrence_autograd(const at::Tensor& a, const at::Tensor& x, 
   if (!has(initial)) return LinearRecurrenceFn::apply(a, x, dim, exclusive, reverse);
   ScanOperands in{x, nullptr, &a, "x", "a"};
   in.initial = &*initial;
-  check_initial_args(catalog::linear_recurrence_spec(exclusive, reverse), in, dim, std::nullopt);
+  check_scan_args(catalog::linear_recurrence_spec(exclusive, reverse), in, dim, std::nullopt);
   at::Tensor xx = x;
-  const Prepended p = plan(xx, dim, exclusive, reverse);
+  const Prepended p = Prepended::plan(xx, dim, exclusive, reverse);
   // h[-1] = v is the element (coefficient 1, input v) before x[0]: 1 * 0 + v.
-  const at::Tensor ap = p.join(ones_head(xx, p, a.options()),
-                               full_body(p.scalar ? a.reshape({1}) : a, xx));
+  const at::Tensor ap = p.join(p.ones_head(a.options()), a);
   const at::Tensor y = LinearRecurrenceFn::apply(
-      ap, p.join(head_of(*initial, xx, p, x.scalar_type()), xx), p.dim, false, reverse);
+      ap, p.join(p.head(*initial, x.scalar_type()), xx), p.dim, false, reverse);
   return p.take(y);
 }
 
@@ -711,10 +639,10 @@ at::Tensor logcumsumexp_autograd(const at::Tensor& self, int64_t dim, bool exclu
   if (!has(initial)) return LogcumsumexpFn::apply(self, dim, exclusive, reverse);
   ScanOperands in{self};
   in.initial = &*initial;
-  check_initial_args(catalog::logcumsumexp_spec(exclusive, reverse), in, dim, std::nullopt);
+  check_scan_args(catalog::logcumsumexp_spec(exclusive, reverse), in, dim, std::nullopt);
   at::Tensor x = self;
-  const Prepended p = plan(x, dim, exclusive, reverse);
-  const at::Tensor y = LogcumsumexpFn::apply(p.join(head_of(*initial, x, p, x.scalar_type()), x),
+  const Prepended p = Prepended::plan(x, dim, exclusive, reverse);
+  const at::Tensor y = LogcumsumexpFn::apply(p.join(p.head(*initial, x.scalar_type()), x),
                                              p.dim, false, reverse);
   return p.take(y);
 }
@@ -734,12 +662,12 @@ std::tuple<at::Tensor, at::Tensor> cum_extremum_autograd(const at::Tensor& self,
   }
   ScanOperands in{self};
   in.initial = &*initial;
-  check_initial_args(is_max ? catalog::cummax_spec(exclusive, reverse)
+  check_scan_args(is_max ? catalog::cummax_spec(exclusive, reverse)
                             : catalog::cummin_spec(exclusive, reverse),
                      in, dim, std::nullopt);
   at::Tensor x = self;
-  const Prepended p = plan(x, dim, exclusive, reverse);
-  auto out = CumExtremumFn::apply(p.join(head_of(*initial, x, p, x.scalar_type()), x), p.dim,
+  const Prepended p = Prepended::plan(x, dim, exclusive, reverse);
+  auto out = CumExtremumFn::apply(p.join(p.head(*initial, x.scalar_type()), x), p.dim,
                                   false, reverse, is_max);
   return {p.take(out[0]), p.take_indices(out[1])};
 }
