@@ -45,8 +45,10 @@ inline ScanSpec linear_recurrence_backward_spec(bool reverse) {
 inline const at::Tensor* optional_ptr(const std::optional<at::Tensor>& t) {
   return t.has_value() && t->defined() ? &*t : nullptr;
 }
-inline ScanOperands with_initial(ScanOperands in, const std::optional<at::Tensor>& initial) {
+inline ScanOperands with_state(ScanOperands in, const std::optional<at::Tensor>& initial,
+                               const std::optional<at::Tensor>& reset) {
   in.initial = optional_ptr(initial);
+  in.reset = optional_ptr(reset);
   return in;
 }
 
@@ -54,34 +56,34 @@ inline ScanOperands with_initial(ScanOperands in, const std::optional<at::Tensor
 #define SCANOPS_CATALOG_OPS(SUFFIX, ENGINE)                                                     \
   inline at::Tensor cumsum##SUFFIX(const at::Tensor& self, int64_t dim, bool exclusive,        \
                                    bool reverse, std::optional<at::ScalarType> dtype,          \
-                                   const std::optional<at::Tensor>& initial) {                 \
-    return ENGINE(cumsum_spec(exclusive, reverse), with_initial(ScanOperands{self}, initial),   \
+                                   const std::optional<at::Tensor>& initial, const std::optional<at::Tensor>& reset) {                 \
+    return ENGINE(cumsum_spec(exclusive, reverse), with_state(ScanOperands{self}, initial, reset),   \
                   dim, dtype);                                                                 \
   }                                                                                            \
   inline at::Tensor masked_cumsum##SUFFIX(const at::Tensor& self, const at::Tensor& mask,      \
                                           int64_t dim, bool exclusive, bool reverse,           \
                                           std::optional<at::ScalarType> dtype,                 \
-                                          const std::optional<at::Tensor>& initial) {          \
+                                          const std::optional<at::Tensor>& initial, const std::optional<at::Tensor>& reset) {          \
     return ENGINE(masked_cumsum_spec(exclusive, reverse),                                      \
-                  with_initial(ScanOperands{self, &mask}, initial), dim, dtype);               \
+                  with_state(ScanOperands{self, &mask}, initial, reset), dim, dtype);               \
   }                                                                                            \
   inline at::Tensor cumprod##SUFFIX(const at::Tensor& self, int64_t dim, bool exclusive,       \
                                     bool reverse, std::optional<at::ScalarType> dtype,         \
-                                    const std::optional<at::Tensor>& initial) {                \
-    return ENGINE(cumprod_spec(exclusive, reverse), with_initial(ScanOperands{self}, initial),  \
+                                    const std::optional<at::Tensor>& initial, const std::optional<at::Tensor>& reset) {                \
+    return ENGINE(cumprod_spec(exclusive, reverse), with_state(ScanOperands{self}, initial, reset),  \
                   dim, dtype);                                                                 \
   }                                                                                            \
   inline at::Tensor linear_recurrence##SUFFIX(const at::Tensor& a, const at::Tensor& x,        \
                                               int64_t dim, bool exclusive, bool reverse,       \
-                                              const std::optional<at::Tensor>& initial) {      \
+                                              const std::optional<at::Tensor>& initial, const std::optional<at::Tensor>& reset) {      \
     return ENGINE(linear_recurrence_spec(exclusive, reverse),                                  \
-                  with_initial(ScanOperands{x, nullptr, &a, "x", "a"}, initial), dim,          \
+                  with_state(ScanOperands{x, nullptr, &a, "x", "a"}, initial, reset), dim,          \
                   std::nullopt);                                                               \
   }                                                                                            \
   inline at::Tensor logcumsumexp##SUFFIX(const at::Tensor& self, int64_t dim, bool exclusive,  \
-                                         bool reverse, const std::optional<at::Tensor>& initial) { \
+                                         bool reverse, const std::optional<at::Tensor>& initial, const std::optional<at::Tensor>& reset) { \
     return ENGINE(logcumsumexp_spec(exclusive, reverse),                                       \
-                  with_initial(ScanOperands{self}, initial), dim, std::nullopt);               \
+                  with_state(ScanOperands{self}, initial, reset), dim, std::nullopt);               \
   }                                                                                            \
   inline at::Tensor cumsum_fused##SUFFIX(const at::Tensor& self, int64_t dim, bool exclusive,  \
                                          bool reverse, const std::optional<at::Tensor>& add,    \
@@ -117,15 +119,15 @@ inline ScanOperands with_initial(ScanOperands in, const std::optional<at::Tensor
   }                                                                                            \
   inline std::tuple<at::Tensor, at::Tensor> cummax##SUFFIX(                                    \
       const at::Tensor& self, int64_t dim, bool exclusive, bool reverse,                       \
-      const std::optional<at::Tensor>& initial) {                                              \
+      const std::optional<at::Tensor>& initial, const std::optional<at::Tensor>& reset) {                                              \
     return ENGINE##_indexed(cummax_spec(exclusive, reverse),                                   \
-                            with_initial(ScanOperands{self}, initial), dim);                   \
+                            with_state(ScanOperands{self}, initial, reset), dim);                   \
   }                                                                                            \
   inline std::tuple<at::Tensor, at::Tensor> cummin##SUFFIX(                                    \
       const at::Tensor& self, int64_t dim, bool exclusive, bool reverse,                       \
-      const std::optional<at::Tensor>& initial) {                                              \
+      const std::optional<at::Tensor>& initial, const std::optional<at::Tensor>& reset) {                                              \
     return ENGINE##_indexed(cummin_spec(exclusive, reverse),                                   \
-                            with_initial(ScanOperands{self}, initial), dim);                   \
+                            with_state(ScanOperands{self}, initial, reset), dim);                   \
   }
 
 SCANOPS_CATALOG_OPS(, scan)

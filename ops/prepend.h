@@ -71,7 +71,7 @@ struct Prepended {
     at::Tensor pos = (exclusive || reverse) ? idx.narrow_symint(dim, 0, n) : idx.narrow_symint(dim, 1, n);
     at::Tensor out;
     if (!reverse) {
-      out = pos - 1;  // v at 0, x[j] at j + 1
+      out = at::clamp_min(pos - 1, -1);  // v at 0, x[j] at j + 1; -1 (none) stays -1
     } else if (!exclusive) {
       out = at::where(pos == n, at::full_like(pos, -1), pos);  // (x[0], ..., x[n-1], v)
     } else {

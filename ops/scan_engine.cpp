@@ -194,6 +194,14 @@ int64_t check_scan_args(const ScanSpec& spec, const ScanOperands& in, int64_t di
   if (in.initial != nullptr && in.initial->defined()) {
     check_initial(spec, in, c10::maybe_wrap_dim(dim, n), out_dtype);
   }
+  if (in.reset != nullptr && in.reset->defined()) {
+    TORCH_CHECK(in.reset->scalar_type() == at::kBool, op,
+                ": argument 'reset' must be a bool tensor, got ", in.reset->scalar_type());
+    check_companion(spec, self, in.self_name, *in.reset, "reset");
+    TORCH_CHECK(in.add == nullptr && in.mul == nullptr && !in.scale_input && !in.shift_mul &&
+                    !in.mul_second,
+                op, ": internal error: segments with a fused epilogue");
+  }
   if (in.coeff != nullptr) {
     TORCH_CHECK(!in.coeff->defined() || in.coeff->scalar_type() == self.scalar_type(), op,
                 ": argument '", in.coeff_name, "' has dtype ", in.coeff->scalar_type(),
@@ -316,7 +324,11 @@ std::tuple<at::Tensor, at::Tensor> run_prepended(const ScanSpec& spec, const Sca
                                                  int64_t d, at::Tensor& output,
                                                  at::Tensor& indices) {
   at::Tensor x = in.self;
-  const Prepended p = Prepended::plan(x, d, spec.flags.exclusive, spec.flags.reverse);
+  // With segments the joined line keeps all of self and the scan keeps its own exclusive flag
+  // (shifting an exclusive scan into an inclusive one would cross segment boundaries).
+  const bool segmented = in.reset != nullptr && in.reset->defined();
+  const Prepended p =
+      Prepended::plan(x, d, spec.flags.exclusive && !segmented, spec.flags.reverse);
   const auto out_dtype = output.scalar_type();  // (the input converted to it, as dtype= does)
   const at::Tensor xp = p.join(p.head(*in.initial, out_dtype),
                                x.scalar_type() == out_dtype ? x : x.to(out_dtype));
@@ -333,8 +345,20 @@ std::tuple<at::Tensor, at::Tensor> run_prepended(const ScanSpec& spec, const Sca
     ap = p.join(p.ones_head(in.coeff->options()), *in.coeff);
     pin.coeff = &ap;
   }
+  at::Tensor rp;
+  if (in.reset != nullptr && in.reset->defined()) {
+    // The prepended element is no head, and (forward) neither is the element after it, the
+    // line's first: `initial` belongs to the line's first segment.
+    at::Tensor r = in.reset->expand(x.sizes());
+    if (!spec.flags.reverse && x.dim() > 0) {
+      r = r.clone();
+      r.narrow(p.dim, 0, 1).fill_(false);
+    }
+    rp = p.join(at::zeros_like(p.ones_head(in.reset->options())), r);
+    pin.reset = &rp;
+  }
   ScanSpec ps = spec;
-  ps.flags.exclusive = false;
+  ps.flags.exclusive = spec.flags.exclusive && segmented;
   auto [values, idx] = run(ps, pin, p.dim, std::nullopt);
   output.copy_(p.take(values));
   if (kind_is_indexed(spec.kind)) indices.copy_(p.take_indices(idx));
@@ -363,6 +387,9 @@ std::tuple<at::Tensor, at::Tensor> run(const ScanSpec& spec, const ScanOperands&
   TORCH_CHECK(!has_initial || (in.add == nullptr && in.mul == nullptr && !in.scale_input &&
                                !in.shift_mul && !in.mul_second),
               spec.op_name, ": internal error: an initial value with a fused epilogue");
+  const bool segmented = in.reset != nullptr && in.reset->defined();
+  TORCH_CHECK(!segmented || caps.segments, spec.op_name,
+              ": internal error: a segmented scan on a back end without segments");
   if (has_initial && !caps.line_state) {
     return run_prepended(spec, in, d, output, indices);
   }
@@ -391,7 +418,7 @@ std::tuple<at::Tensor, at::Tensor> run(const ScanSpec& spec, const ScanOperands&
     c.t = t;
     if (c.t.is_conj()) c.t = c.t.resolve_conj();
     if (c.t.is_neg()) c.t = c.t.resolve_neg();
-    if (caps.broadcast_in_place) {
+    if (caps.broadcast_in_place || segmented) {
       if (const auto s = in_place_strides(c.t, sizes, d)) {
         c.strides = *s;
         c.t = c.t.expand(sizes);
@@ -403,6 +430,7 @@ std::tuple<at::Tensor, at::Tensor> run(const ScanSpec& spec, const ScanOperands&
   };
   if (in.mask != nullptr) p.in.mask = companion(*in.mask);
   if (in.coeff != nullptr) p.in.coeff = companion(*in.coeff);
+  if (segmented) p.segments.reset = companion(*in.reset);
   p.in.scale_input = in.scale_input;
 
   // The epilogue of the backward fusions, materialised.

@@ -81,9 +81,20 @@ struct LineState {
   bool defined() const { return initial.defined(); }
 };
 
-// The segment structure of a segmented scan: empty (one segment per line) until segmented
-// scans (reset masks, jagged offsets) fill it.
-struct Segments {};
+// The segment structure of a segmented scan (the ops' `reset`): where segments start.
+//   reset: undefined (one segment per line), or bool, self's shape, a Companion (dense, or a
+//          broadcast view read in place: back ends with BackendCaps::segments read every
+//          companion of a segmented problem through its strides): true at (o, l, i) starts a
+//          segment at position l of line (o, i), in the line's forward order, whatever the
+//          scan's direction (position 0 starts the first segment anyway). Each segment is
+//          scanned as a line of its own; LineState::initial belongs to the line's first
+//          segment in scan order. ops/segmented.h is the walk every back end follows.
+// The jagged (offsets) form of the segment_* ops reaches the engine as a reset mask
+// (registration/segments.cpp).
+struct Segments {
+  Companion reset;
+  bool defined() const { return reset.defined(); }
+};
 
 // The epilogue of the backward fusions (ScanOperands says which ops use them), non-indexed
 // kinds only. The value written is mul[t] * (value + add[t]):
@@ -163,6 +174,7 @@ struct BackendCaps {
   bool broadcast_in_place = false;  // reads a broadcast Companion through its strides
   bool fused_epilogue = false;      // ScanInputs::scale_input and Epilogue::add / mul
   bool line_state = false;          // starts each line from LineState::initial
+  bool segments = false;            // scans Segments (required: the engine has no fallback)
   // Whether it reads mul one position on (Epilogue::shift_mul) for this problem (its shape,
   // spec, inputs and epilogue set); nullptr: never.
   bool (*shift_mul)(const ScanProblem&) = nullptr;
@@ -197,6 +209,9 @@ struct ScanOperands {
   // The ops' `initial` (optional): the value each line starts from, of the result dtype, of
   // self's shape without the scan dim or broadcastable to it (LineState).
   const at::Tensor* initial = nullptr;
+  // The ops' `reset` (optional): bool, broadcastable to self's shape; true starts a new
+  // segment at that position along dim (Segments). Never with the backward fusions below.
+  const at::Tensor* reset = nullptr;
   // The backward passes' fusions (internal ops: scanops::_cumsum_fused,
   // scanops::_linear_recurrence_fused): an output epilogue mul * (value + add), elementwise,
   // and for Affine the input scaled by its coefficient. `add` has the result dtype, `mul` the

@@ -71,6 +71,23 @@ at::Tensor grad_as(const at::Tensor& g, at::ScalarType dtype) {
   return g.scalar_type() == dtype ? g : g.to(dtype);
 }
 
+bool has(const std::optional<at::Tensor>& t) { return t.has_value() && t->defined(); }
+
+// `reset` (segments) of a forward, for its backward: the backward of a segmented scan is the
+// segmented scan in the other direction (the same segments), so every formula below passes
+// it to its scans, and takes its composite form (the fused scans take no segments).
+void save_reset(AutogradContext* ctx, const std::optional<at::Tensor>& reset) {
+  if (has(reset)) ctx->saved_data["reset"] = *reset;
+}
+std::optional<at::Tensor> load_reset(AutogradContext* ctx) {
+  const auto it = ctx->saved_data.find("reset");
+  if (it == ctx->saved_data.end()) return std::nullopt;
+  return it->second.toTensor();
+}
+ScanOptions seg(bool exclusive, bool reverse, const std::optional<at::Tensor>& reset) {
+  return {exclusive, reverse, std::nullopt, std::nullopt, reset};
+}
+
 void save_flags(AutogradContext* ctx, int64_t dim, bool exclusive, bool reverse) {
   ctx->saved_data["dim"] = dim;
   ctx->saved_data["exclusive"] = exclusive;
@@ -126,19 +143,21 @@ void maybe_non_differentiable(AutogradContext* ctx, const at::Tensor& out) {
 class CumsumFn : public torch::autograd::Function<CumsumFn> {
  public:
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& self, int64_t dim,
-                            bool exclusive, bool reverse, std::optional<at::ScalarType> dtype) {
+                            bool exclusive, bool reverse, std::optional<at::ScalarType> dtype,
+                            const std::optional<at::Tensor>& reset) {
     save_flags(ctx, dim, exclusive, reverse);
+    save_reset(ctx, reset);
     ctx->saved_data["self_dtype"] = self.scalar_type();
     at::AutoDispatchBelowADInplaceOrView guard;
-    at::Tensor out = scanops::cumsum(self, dim, {exclusive, reverse, dtype});
+    at::Tensor out = scanops::cumsum(self, dim, {exclusive, reverse, dtype, std::nullopt, reset});
     maybe_non_differentiable(ctx, out);
     return out;
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const Flags f = load_flags(ctx);
     const auto self_dtype = ctx->saved_data["self_dtype"].toScalarType();
-    at::Tensor g = scanops::cumsum(grads[0], f.dim, {f.exclusive, !f.reverse});
-    return {grad_as(g, self_dtype), {}, {}, {}, {}};
+    at::Tensor g = scanops::cumsum(grads[0], f.dim, seg(f.exclusive, !f.reverse, load_reset(ctx)));
+    return {grad_as(g, self_dtype), {}, {}, {}, {}, {}};
   }
 };
 
@@ -146,12 +165,15 @@ class MaskedCumsumFn : public torch::autograd::Function<MaskedCumsumFn> {
  public:
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& self, const at::Tensor& mask,
                             int64_t dim, bool exclusive, bool reverse,
-                            std::optional<at::ScalarType> dtype) {
+                            std::optional<at::ScalarType> dtype,
+                            const std::optional<at::Tensor>& reset) {
     save_flags(ctx, dim, exclusive, reverse);
+    save_reset(ctx, reset);
     ctx->saved_data["self_dtype"] = self.scalar_type();
     ctx->save_for_backward({mask});
     at::AutoDispatchBelowADInplaceOrView guard;
-    at::Tensor out = scanops::masked_cumsum(self, mask, dim, {exclusive, reverse, dtype});
+    at::Tensor out =
+        scanops::masked_cumsum(self, mask, dim, {exclusive, reverse, dtype, std::nullopt, reset});
     maybe_non_differentiable(ctx, out);
     return out;
   }
@@ -159,21 +181,25 @@ class MaskedCumsumFn : public torch::autograd::Function<MaskedCumsumFn> {
     const Flags f = load_flags(ctx);
     const auto self_dtype = ctx->saved_data["self_dtype"].toScalarType();
     const at::Tensor mask = ctx->get_saved_variables()[0];
-    at::Tensor g = fuse_backward()
-                       ? cumsum_fused(grads[0], f.dim, {f.exclusive, !f.reverse}, {}, mask)
-                       : scanops::cumsum(grads[0], f.dim, {f.exclusive, !f.reverse}) * mask;
-    return {grad_as(g, self_dtype), {}, {}, {}, {}, {}};
+    const auto reset = load_reset(ctx);
+    at::Tensor g =
+        fuse_backward() && !has(reset)
+            ? cumsum_fused(grads[0], f.dim, {f.exclusive, !f.reverse}, {}, mask)
+            : scanops::cumsum(grads[0], f.dim, seg(f.exclusive, !f.reverse, reset)) * mask;
+    return {grad_as(g, self_dtype), {}, {}, {}, {}, {}, {}};
   }
 };
 
 class CumprodFn : public torch::autograd::Function<CumprodFn> {
  public:
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& self, int64_t dim,
-                            bool exclusive, bool reverse, std::optional<at::ScalarType> dtype) {
+                            bool exclusive, bool reverse, std::optional<at::ScalarType> dtype,
+                            const std::optional<at::Tensor>& reset) {
     save_flags(ctx, dim, exclusive, reverse);
+    save_reset(ctx, reset);
     if (dtype.has_value()) ctx->saved_data["dtype"] = *dtype;
     at::AutoDispatchBelowADInplaceOrView guard;
-    at::Tensor out = scanops::cumprod(self, dim, {exclusive, reverse, dtype});
+    at::Tensor out = scanops::cumprod(self, dim, {exclusive, reverse, dtype, std::nullopt, reset});
     // The output too where the fused backward reads it (real results: the exclusive products;
     // complex ones need them conjugated and scan them again).
     if (!out.is_complex()) {
@@ -192,10 +218,11 @@ class CumprodFn : public torch::autograd::Function<CumprodFn> {
     at::Tensor x = self;
     if (ctx->saved_data.count("dtype")) x = x.to(ctx->saved_data["dtype"].toScalarType());
     x = conj_if_complex(x);
+    const auto reset = load_reset(ctx);
     const auto exclusive_products = [&] {
-      return scanops::cumprod(x, f.dim, {.exclusive = true, .reverse = f.reverse});
+      return scanops::cumprod(x, f.dim, seg(true, f.reverse, reset));
     };
-    if (fuse_backward()) {
+    if (fuse_backward() && !has(reset)) {
       // dx = (linrec(x, x * g or g; exclusive, !r) (+ g)) * before, before (the exclusive
       // products) the forward's output where it was saved: itself (exclusive), or read one
       // position on in the backward's order (inclusive: shift_mul), no pass of its own.
@@ -205,28 +232,29 @@ class CumprodFn : public torch::autograd::Function<CumprodFn> {
           f.exclusive ? std::optional<at::Tensor>() : std::optional<at::Tensor>(g),
           from_output ? saved[1] : exclusive_products(),
           /*shift_mul=*/from_output && !f.exclusive);
-      return {grad_as(dx, self.scalar_type()), {}, {}, {}, {}};
+      return {grad_as(dx, self.scalar_type()), {}, {}, {}, {}, {}};
     }
     const at::Tensor before = exclusive_products();
     at::Tensor s;
     if (f.exclusive) {
-      s = scanops::linear_recurrence(x, g, f.dim, {.exclusive = true, .reverse = !f.reverse});
+      s = scanops::linear_recurrence(x, g, f.dim, seg(true, !f.reverse, reset));
     } else {
-      s = g + scanops::linear_recurrence(x, x * g, f.dim,
-                                         {.exclusive = true, .reverse = !f.reverse});
+      s = g + scanops::linear_recurrence(x, x * g, f.dim, seg(true, !f.reverse, reset));
     }
     at::Tensor dx = before * s;
-    return {grad_as(dx, self.scalar_type()), {}, {}, {}, {}};
+    return {grad_as(dx, self.scalar_type()), {}, {}, {}, {}, {}};
   }
 };
 
 class LinearRecurrenceFn : public torch::autograd::Function<LinearRecurrenceFn> {
  public:
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& a, const at::Tensor& x,
-                            int64_t dim, bool exclusive, bool reverse) {
+                            int64_t dim, bool exclusive, bool reverse,
+                            const std::optional<at::Tensor>& reset) {
     save_flags(ctx, dim, exclusive, reverse);
+    save_reset(ctx, reset);
     at::AutoDispatchBelowADInplaceOrView guard;
-    at::Tensor out = scanops::linear_recurrence(a, x, dim, {exclusive, reverse});
+    at::Tensor out = scanops::linear_recurrence(a, x, dim, seg(exclusive, reverse, reset));
     // The output too where the fused backward reads it (h[t-1] of da = lam * h[t-1]: the
     // inclusive output one position on, or the exclusive output itself).
     if (!x.is_complex()) {
@@ -242,10 +270,11 @@ class LinearRecurrenceFn : public torch::autograd::Function<LinearRecurrenceFn> 
     const at::Tensor& a = saved[0];
     const at::Tensor& x = saved[1];
     const at::Tensor& g = grads[0];
-    const ScanOptions back{.exclusive = true, .reverse = !f.reverse};
+    const auto reset = load_reset(ctx);
+    const ScanOptions back = seg(true, !f.reverse, reset);
     // The full-shape coefficients: `a` may broadcast against x.
     const at::Tensor af = conj_if_complex(a.expand_symint(x.sym_sizes()));
-    const bool fuse = fuse_backward();
+    const bool fuse = fuse_backward() && !has(reset);
     if (fuse && saved.size() == 3 && !f.exclusive && ctx->needs_input_grad(0)) {
       // One scan for both: dx = lam, da = lam * h[t-1] with h the forward's output read one
       // position on (_linear_recurrence_backward), where da took a second scan of a and x.
@@ -256,7 +285,7 @@ class LinearRecurrenceFn : public torch::autograd::Function<LinearRecurrenceFn> 
                                                         const at::Tensor&, int64_t, bool)>();
       auto [lam, lam_h] = op.call(af, g, saved[2], f.dim, f.reverse);
       return {grad_for(lam_h, a.scalar_type(), a.sym_sizes()),
-              ctx->needs_input_grad(1) ? lam : at::Tensor(), {}, {}, {}};
+              ctx->needs_input_grad(1) ? lam : at::Tensor(), {}, {}, {}, {}};
     }
     at::Tensor lam;
     if (fuse) {
@@ -271,7 +300,7 @@ class LinearRecurrenceFn : public torch::autograd::Function<LinearRecurrenceFn> 
     if (ctx->needs_input_grad(1)) dx = lam;
     if (ctx->needs_input_grad(0)) {
       // lam * conj(h[t-1]), h[t-1] the forward's exclusive recurrence
-      const ScanOptions fwd{.exclusive = true, .reverse = f.reverse};
+      const ScanOptions fwd = seg(true, f.reverse, reset);
       // (fused, exclusive, real: h[t-1] is the forward's output, an elementwise product)
       const at::Tensor lam_h =
           fuse ? (saved.size() == 3
@@ -280,7 +309,7 @@ class LinearRecurrenceFn : public torch::autograd::Function<LinearRecurrenceFn> 
                : lam * scanops::linear_recurrence(af, conj_if_complex(x), f.dim, fwd);
       da = grad_for(lam_h, a.scalar_type(), a.sym_sizes());
     }
-    return {da, dx, {}, {}, {}};
+    return {da, dx, {}, {}, {}, {}};
   }
 };
 
@@ -368,8 +397,18 @@ at::Tensor logcumsumexp_backward_fused(const at::Tensor& x, const at::Tensor& y,
 // to 0. The composite formulas below give that element exp(x + L), L the back scan's identity
 // -inf: exp(-inf + x) is NaN for x = +inf (or NaN), exp(-inf + 0) exactly 0, and nothing
 // non-finite enters the graph there, so its higher derivatives are 0 too.
-at::Tensor unreached_to_zero(const at::Tensor& x, const Flags& f) {
+// Segmented (reset): every segment's last element in scan order reaches no output.
+at::Tensor unreached_to_zero(const at::Tensor& x, const Flags& f,
+                             const std::optional<at::Tensor>& reset) {
   const c10::SymInt n = x.sym_size(f.dim);
+  if (has(reset)) {
+    // forward: position n - 1, or followed by a segment start; reverse: position 0, or a start
+    const at::Tensor r = reset->expand_symint(x.sym_sizes());
+    const at::Tensor end = at::ones_like(r.narrow_symint(f.dim, 0, 1));
+    const at::Tensor last = f.reverse ? at::cat({end, r.narrow_symint(f.dim, 1, n - 1)}, f.dim)
+                                      : at::cat({r.narrow_symint(f.dim, 1, n - 1), end}, f.dim);
+    return at::where(last, at::zeros({}, x.options()), x);
+  }
   const at::Tensor zero = at::zeros_like(x.narrow_symint(f.dim, 0, 1));
   return f.reverse ? at::cat({zero, x.narrow_symint(f.dim, 1, n - 1)}, f.dim)
                    : at::cat({x.narrow_symint(f.dim, 0, n - 1), zero}, f.dim);
@@ -382,8 +421,8 @@ at::Tensor unreached_to_zero(const at::Tensor& x, const Flags& f) {
 // in both parts (torch's g > 0 / g < 0 masks would drop it). Otherwise
 // logcumsumexp_backward_fused above.
 at::Tensor logcumsumexp_grad(const at::Tensor& x, const at::Tensor& y, const at::Tensor& g,
-                             const Flags& f) {
-  const ScanOptions back{.exclusive = f.exclusive, .reverse = !f.reverse};
+                             const Flags& f, const std::optional<at::Tensor>& reset) {
+  const ScanOptions back = seg(f.exclusive, !f.reverse, reset);
   if (g.is_complex()) {
     // log(0) is -inf + 0j, whose derivative is not finite: zero gradients take a finite
     // stand-in under a where, so double backward stays finite (torch's formula gives NaN).
@@ -391,19 +430,19 @@ at::Tensor logcumsumexp_grad(const at::Tensor& x, const at::Tensor& y, const at:
     const at::Tensor zero = g == 0;
     const at::Tensor log_g = at::where(zero, at::scalar_tensor(-1e30, y.options()),
                                        at::where(zero, at::ones_like(g), g).conj().log());
-    const at::Tensor xe = f.exclusive ? unreached_to_zero(x, f) : x;
+    const at::Tensor xe = f.exclusive ? unreached_to_zero(x, f, reset) : x;
     const at::Tensor out = (scanops::logcumsumexp(log_g - y, f.dim, back) + xe).exp();
     return out.conj();
   }
   const at::Scalar lowest = AT_DISPATCH_FLOATING_TYPES(
       g.scalar_type(), "scanops.logcumsumexp_backward",
       [] { return at::Scalar(std::numeric_limits<scalar_t>::lowest()); });
-  if (fuse_backward()) return logcumsumexp_backward_fused(x, y, g, f, lowest);
+  if (fuse_backward() && !has(reset)) return logcumsumexp_backward_fused(x, y, g, f, lowest);
   const at::Tensor floor = at::scalar_tensor(lowest, g.options());
   const at::Tensor log_abs = g.abs().log();
   const at::Tensor log_pos = at::where(g <= 0, floor, log_abs);  // NaN stays NaN
   const at::Tensor log_neg = at::where(g >= 0, floor, log_abs);
-  const at::Tensor xe = f.exclusive ? unreached_to_zero(x, f) : x;
+  const at::Tensor xe = f.exclusive ? unreached_to_zero(x, f, reset) : x;
   const at::Tensor pos = (scanops::logcumsumexp(log_pos - y, f.dim, back) + xe).exp();
   const at::Tensor neg = (scanops::logcumsumexp(log_neg - y, f.dim, back) + xe).exp();
   return pos - neg;
@@ -414,10 +453,11 @@ bool is_half_precision(at::ScalarType t) { return t == at::kHalf || t == at::kBF
 class LogcumsumexpFn : public torch::autograd::Function<LogcumsumexpFn> {
  public:
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& self, int64_t dim,
-                            bool exclusive, bool reverse) {
+                            bool exclusive, bool reverse, const std::optional<at::Tensor>& reset) {
     save_flags(ctx, dim, exclusive, reverse);
+    save_reset(ctx, reset);
     at::AutoDispatchBelowADInplaceOrView guard;
-    at::Tensor out = scanops::logcumsumexp(self, dim, {exclusive, reverse});
+    at::Tensor out = scanops::logcumsumexp(self, dim, seg(exclusive, reverse, reset));
     // (float16 / bfloat16: the backward recomputes the output in float32)
     if (is_half_precision(self.scalar_type())) {
       ctx->save_for_backward({self});
@@ -432,16 +472,18 @@ class LogcumsumexpFn : public torch::autograd::Function<LogcumsumexpFn> {
     const at::Tensor& self = saved[0];
     const at::Tensor& g = grads[0];
     // (0-dim: y = x, dx = g; exclusive: y = -inf, reaching no output: 0)
-    if (self.dim() == 0) return {f.exclusive ? at::zeros_like(g) : g, {}, {}, {}};
-    if (g.sym_numel() == 0) return {g, {}, {}, {}};
-    if (saved.size() == 2) return {logcumsumexp_grad(self, saved[1], g, f), {}, {}, {}};
+    if (self.dim() == 0) return {f.exclusive ? at::zeros_like(g) : g, {}, {}, {}, {}};
+    if (g.sym_numel() == 0) return {g, {}, {}, {}, {}};
+    const auto reset = load_reset(ctx);
+    if (saved.size() == 2) return {logcumsumexp_grad(self, saved[1], g, f, reset), {}, {}, {}, {}};
     // float16 / bfloat16: x, y and g in float32, y recomputed from x (one more scan), rounded
     // once at the end. With the saved output, the bfloat16 gradient of PyTorch's OpInfo
     // sample (5, 5, 5) along dim 1 (a slab of 10000s) was 4.1 off, torch's 1.5; now 0.006
     // (test/python/test_lse_backward.py compares every sample and long lines with torch).
     const at::Tensor x = self.to(at::kFloat);
-    const at::Tensor y = scanops::logcumsumexp(x, f.dim, {f.exclusive, f.reverse});
-    return {logcumsumexp_grad(x, y, g.to(at::kFloat), f).to(self.scalar_type()), {}, {}, {}};
+    const at::Tensor y = scanops::logcumsumexp(x, f.dim, seg(f.exclusive, f.reverse, reset));
+    return {logcumsumexp_grad(x, y, g.to(at::kFloat), f, reset).to(self.scalar_type()), {}, {},
+            {}, {}};
   }
 };
 
@@ -466,11 +508,14 @@ at::Tensor shift_along(const at::Tensor& t, int64_t dim, bool up, const at::Scal
 class CumExtremumFn : public torch::autograd::Function<CumExtremumFn> {
  public:
   static variable_list forward(AutogradContext* ctx, const at::Tensor& self, int64_t dim,
-                               bool exclusive, bool reverse, bool is_max) {
+                               bool exclusive, bool reverse, bool is_max,
+                               const std::optional<at::Tensor>& reset) {
     at::AutoDispatchBelowADInplaceOrView guard;
     // The op checks its arguments (errors name it) before dim is wrapped here.
-    auto [values, indices] = is_max ? scanops::cummax(self, dim, {exclusive, reverse})
-                                    : scanops::cummin(self, dim, {exclusive, reverse});
+    // (Segments need nothing in the backward: the indices hold them, each run of equal indices
+    // lies inside one segment.)
+    const ScanOptions o = seg(exclusive, reverse, reset);
+    auto [values, indices] = is_max ? scanops::cummax(self, dim, o) : scanops::cummin(self, dim, o);
     save_flags(ctx, c10::maybe_wrap_dim(dim, std::max<int64_t>(self.dim(), 1)), exclusive,
                reverse);
     ctx->mark_non_differentiable({indices});
@@ -481,8 +526,8 @@ class CumExtremumFn : public torch::autograd::Function<CumExtremumFn> {
     const Flags f = load_flags(ctx);
     const at::Tensor idx = ctx->get_saved_variables()[0];
     const at::Tensor& g = grads[0];
-    if (idx.dim() == 0) return {f.exclusive ? at::zeros_like(g) : g, {}, {}, {}, {}};
-    if (g.sym_numel() == 0) return {g, {}, {}, {}, {}};
+    if (idx.dim() == 0) return {f.exclusive ? at::zeros_like(g) : g, {}, {}, {}, {}, {}};
+    if (g.sym_numel() == 0) return {g, {}, {}, {}, {}, {}};
     const int64_t d = f.dim;
     std::vector<c10::SymInt> pos_shape(idx.dim(), c10::SymInt(1));
     pos_shape[d] = idx.sym_size(d);
@@ -501,7 +546,7 @@ class CumExtremumFn : public torch::autograd::Function<CumExtremumFn> {
         const at::Tensor head = at::eq(idx, pos);
         at::logical_not_out(coef, head);
         return {linear_recurrence_fused(coef, g, d, back, /*scale_x=*/true, g, head),
-                {}, {}, {}, {}};
+                {}, {}, {}, {}, {}};
       }
       along_pairs(coef, d, f.reverse, /*at_later=*/false, 0,
                   [&](at::Tensor& o, auto earlier, auto later) {
@@ -514,7 +559,7 @@ class CumExtremumFn : public torch::autograd::Function<CumExtremumFn> {
                     at::eq_out(o, later(idx), earlier(pos));
                   });
       return {linear_recurrence_fused(coef, g, d, back, /*scale_x=*/false, std::nullopt, head),
-              {}, {}, {}, {}};
+              {}, {}, {}, {}, {}};
     }
     // Next position in scan order: k+1 (forward scans), k-1 (reverse).
     const bool up = f.reverse;  // shift_along(t, up = reverse)[k] = t[next(k)]
@@ -527,7 +572,7 @@ class CumExtremumFn : public torch::autograd::Function<CumExtremumFn> {
     } else {
       dx = at::where(idx == pos, h, at::zeros({}, g.options()));
     }
-    return {dx, {}, {}, {}, {}};
+    return {dx, {}, {}, {}, {}, {}};
   }
 };
 
@@ -540,8 +585,6 @@ bool wants_grad(const at::Tensor& t) {
 bool wants_grad(const std::optional<at::Tensor>& t) {
   return t.has_value() && t->defined() && wants_grad(*t);
 }
-bool has(const std::optional<at::Tensor>& t) { return t.has_value() && t->defined(); }
-
 // ---- `initial` under autograd ----------------------------------------------------------
 // When a gradient is wanted, an op with `initial` runs as the op without it on the line with
 // the initial value prepended (ops/prepend.h), so every formula above, its fusions, complex
@@ -551,135 +594,163 @@ bool has(const std::optional<at::Tensor>& t) { return t.has_value() && t->define
 // rounding of a different association of floating sums); without a gradient the device
 // kernels take `initial` directly. The op's own checks run first, so that errors name it.
 
+// With segments the joined line keeps all of self and the op runs as itself (exclusive too):
+// the plain form's exclusive-as-inclusive shift would move each segment's first value across
+// its boundary.
+// reset on the line with the initial value prepended: the added element starts no segment,
+// and (forward scans) neither does the line's own first element: `initial` belongs to the
+// line's first segment in scan order.
+std::optional<at::Tensor> join_reset(const Prepended& p, const std::optional<at::Tensor>& reset) {
+  if (!has(reset)) return std::nullopt;
+  at::Tensor r = reset->expand_symint(p.sizes);
+  if (!p.reverse) {
+    r = r.clone();
+    r.narrow_symint(p.dim, 0, 1).fill_(false);
+  }
+  return p.join(at::zeros_like(p.ones_head(reset->options())), r);
+}
+
+ScanOperands checked_operands(ScanOperands in, const std::optional<at::Tensor>& initial,
+                              const std::optional<at::Tensor>& reset) {
+  in.initial = has(initial) ? &*initial : nullptr;
+  in.reset = has(reset) ? &*reset : nullptr;
+  return in;
+}
+
 at::Tensor cumsum_autograd(const at::Tensor& self, int64_t dim, bool exclusive, bool reverse,
                            std::optional<at::ScalarType> dtype,
-                           const std::optional<at::Tensor>& initial) {
+                           const std::optional<at::Tensor>& initial,
+                           const std::optional<at::Tensor>& reset) {
   if (!wants_grad(self) && !wants_grad(initial)) {
     at::AutoDispatchBelowADInplaceOrView guard;
-    return scanops::cumsum(self, dim, {exclusive, reverse, dtype, initial});
+    return scanops::cumsum(self, dim, {exclusive, reverse, dtype, initial, reset});
   }
-  if (!has(initial)) return CumsumFn::apply(self, dim, exclusive, reverse, dtype);
-  ScanOperands in{self};
-  in.initial = &*initial;
-  check_scan_args(catalog::cumsum_spec(exclusive, reverse), in, dim, dtype);
+  if (!has(initial)) return CumsumFn::apply(self, dim, exclusive, reverse, dtype, reset);
+  check_scan_args(catalog::cumsum_spec(exclusive, reverse),
+                  checked_operands(ScanOperands{self}, initial, reset), dim, dtype);
   at::Tensor x = self;
-  const Prepended p = Prepended::plan(x, dim, exclusive, reverse);
+  const Prepended p = Prepended::plan(x, dim, exclusive && !has(reset), reverse);
   const auto rd = initial->scalar_type();
   at::Tensor xr = x.scalar_type() == rd ? x : x.to(rd);
-  const at::Tensor y =
-      CumsumFn::apply(p.join(p.head(*initial, rd), xr), p.dim, false, reverse, std::nullopt);
+  const at::Tensor y = CumsumFn::apply(p.join(p.head(*initial, rd), xr), p.dim, exclusive && has(reset), reverse,
+                                       std::nullopt, join_reset(p, reset));
   return p.take(y);
 }
 at::Tensor masked_cumsum_autograd(const at::Tensor& self, const at::Tensor& mask, int64_t dim,
                                   bool exclusive, bool reverse,
                                   std::optional<at::ScalarType> dtype,
-                                  const std::optional<at::Tensor>& initial) {
+                                  const std::optional<at::Tensor>& initial,
+                                  const std::optional<at::Tensor>& reset) {
   if (!wants_grad(self) && !wants_grad(initial)) {
     at::AutoDispatchBelowADInplaceOrView guard;
-    return scanops::masked_cumsum(self, mask, dim, {exclusive, reverse, dtype, initial});
+    return scanops::masked_cumsum(self, mask, dim, {exclusive, reverse, dtype, initial, reset});
   }
-  if (!has(initial)) return MaskedCumsumFn::apply(self, mask, dim, exclusive, reverse, dtype);
-  ScanOperands in{self, &mask};
-  in.initial = &*initial;
-  check_scan_args(catalog::masked_cumsum_spec(exclusive, reverse), in, dim, dtype);
+  if (!has(initial)) {
+    return MaskedCumsumFn::apply(self, mask, dim, exclusive, reverse, dtype, reset);
+  }
+  check_scan_args(catalog::masked_cumsum_spec(exclusive, reverse),
+                  checked_operands(ScanOperands{self, &mask}, initial, reset), dim, dtype);
   at::Tensor x = self;
-  const Prepended p = Prepended::plan(x, dim, exclusive, reverse);
+  const Prepended p = Prepended::plan(x, dim, exclusive && !has(reset), reverse);
   const auto rd = initial->scalar_type();
   at::Tensor xr = x.scalar_type() == rd ? x : x.to(rd);
   const at::Tensor m = p.join(p.ones_head(mask.options()), mask);
-  const at::Tensor y = MaskedCumsumFn::apply(p.join(p.head(*initial, rd), xr), m, p.dim,
-                                             false, reverse, std::nullopt);
+  const at::Tensor y = MaskedCumsumFn::apply(p.join(p.head(*initial, rd), xr), m, p.dim, exclusive && has(reset),
+                                             reverse, std::nullopt, join_reset(p, reset));
   return p.take(y);
 }
 at::Tensor cumprod_autograd(const at::Tensor& self, int64_t dim, bool exclusive, bool reverse,
                             std::optional<at::ScalarType> dtype,
-                            const std::optional<at::Tensor>& initial) {
+                            const std::optional<at::Tensor>& initial,
+                            const std::optional<at::Tensor>& reset) {
   if (!wants_grad(self) && !wants_grad(initial)) {
     at::AutoDispatchBelowADInplaceOrView guard;
-    return scanops::cumprod(self, dim, {exclusive, reverse, dtype, initial});
+    return scanops::cumprod(self, dim, {exclusive, reverse, dtype, initial, reset});
   }
-  if (!has(initial)) return CumprodFn::apply(self, dim, exclusive, reverse, dtype);
-  ScanOperands in{self};
-  in.initial = &*initial;
-  check_scan_args(catalog::cumprod_spec(exclusive, reverse), in, dim, dtype);
+  if (!has(initial)) return CumprodFn::apply(self, dim, exclusive, reverse, dtype, reset);
+  check_scan_args(catalog::cumprod_spec(exclusive, reverse),
+                  checked_operands(ScanOperands{self}, initial, reset), dim, dtype);
   at::Tensor x = self;
-  const Prepended p = Prepended::plan(x, dim, exclusive, reverse);
+  const Prepended p = Prepended::plan(x, dim, exclusive && !has(reset), reverse);
   const auto rd = initial->scalar_type();
   at::Tensor xr = x.scalar_type() == rd ? x : x.to(rd);
-  const at::Tensor y = CumprodFn::apply(p.join(p.head(*initial, rd), xr), p.dim, false,
-                                        reverse, std::nullopt);
+  const at::Tensor y = CumprodFn::apply(p.join(p.head(*initial, rd), xr), p.dim, exclusive && has(reset), reverse,
+                                        std::nullopt, join_reset(p, reset));
   return p.take(y);
 }
 at::Tensor linear_recurrence_autograd(const at::Tensor& a, const at::Tensor& x, int64_t dim,
                                       bool exclusive, bool reverse,
-                                      const std::optional<at::Tensor>& initial) {
+                                      const std::optional<at::Tensor>& initial,
+                                      const std::optional<at::Tensor>& reset) {
   if (!wants_grad(a) && !wants_grad(x) && !wants_grad(initial)) {
     at::AutoDispatchBelowADInplaceOrView guard;
-    return scanops::linear_recurrence(a, x, dim, {exclusive, reverse, std::nullopt, initial});
+    return scanops::linear_recurrence(a, x, dim, {exclusive, reverse, std::nullopt, initial, reset});
   }
-  if (!has(initial)) return LinearRecurrenceFn::apply(a, x, dim, exclusive, reverse);
-  ScanOperands in{x, nullptr, &a, "x", "a"};
-  in.initial = &*initial;
-  check_scan_args(catalog::linear_recurrence_spec(exclusive, reverse), in, dim, std::nullopt);
+  if (!has(initial)) return LinearRecurrenceFn::apply(a, x, dim, exclusive, reverse, reset);
+  check_scan_args(catalog::linear_recurrence_spec(exclusive, reverse),
+                  checked_operands(ScanOperands{x, nullptr, &a, "x", "a"}, initial, reset), dim,
+                  std::nullopt);
   at::Tensor xx = x;
-  const Prepended p = Prepended::plan(xx, dim, exclusive, reverse);
+  const Prepended p = Prepended::plan(xx, dim, exclusive && !has(reset), reverse);
   // h[-1] = v is the element (coefficient 1, input v) before x[0]: 1 * 0 + v.
   const at::Tensor ap = p.join(p.ones_head(a.options()), a);
-  const at::Tensor y = LinearRecurrenceFn::apply(
-      ap, p.join(p.head(*initial, x.scalar_type()), xx), p.dim, false, reverse);
+  const at::Tensor y =
+      LinearRecurrenceFn::apply(ap, p.join(p.head(*initial, x.scalar_type()), xx), p.dim, exclusive && has(reset),
+                                reverse, join_reset(p, reset));
   return p.take(y);
 }
 
 at::Tensor logcumsumexp_autograd(const at::Tensor& self, int64_t dim, bool exclusive,
-                                 bool reverse, const std::optional<at::Tensor>& initial) {
+                                 bool reverse, const std::optional<at::Tensor>& initial,
+                                 const std::optional<at::Tensor>& reset) {
   if (!wants_grad(self) && !wants_grad(initial)) {
     at::AutoDispatchBelowADInplaceOrView guard;
-    return scanops::logcumsumexp(self, dim, {exclusive, reverse, std::nullopt, initial});
+    return scanops::logcumsumexp(self, dim, {exclusive, reverse, std::nullopt, initial, reset});
   }
-  if (!has(initial)) return LogcumsumexpFn::apply(self, dim, exclusive, reverse);
-  ScanOperands in{self};
-  in.initial = &*initial;
-  check_scan_args(catalog::logcumsumexp_spec(exclusive, reverse), in, dim, std::nullopt);
+  if (!has(initial)) return LogcumsumexpFn::apply(self, dim, exclusive, reverse, reset);
+  check_scan_args(catalog::logcumsumexp_spec(exclusive, reverse),
+                  checked_operands(ScanOperands{self}, initial, reset), dim, std::nullopt);
   at::Tensor x = self;
-  const Prepended p = Prepended::plan(x, dim, exclusive, reverse);
-  const at::Tensor y = LogcumsumexpFn::apply(p.join(p.head(*initial, x.scalar_type()), x),
-                                             p.dim, false, reverse);
+  const Prepended p = Prepended::plan(x, dim, exclusive && !has(reset), reverse);
+  const at::Tensor y = LogcumsumexpFn::apply(p.join(p.head(*initial, x.scalar_type()), x), p.dim,
+                                             exclusive && has(reset), reverse, join_reset(p, reset));
   return p.take(y);
 }
 std::tuple<at::Tensor, at::Tensor> cum_extremum_autograd(const at::Tensor& self, int64_t dim,
                                                          bool exclusive, bool reverse,
                                                          bool is_max,
-                                                         const std::optional<at::Tensor>& initial) {
+                                                         const std::optional<at::Tensor>& initial,
+                                                         const std::optional<at::Tensor>& reset) {
   const bool diff = is_differentiable(self.scalar_type());
   if ((!wants_grad(self) && !wants_grad(initial)) || !diff) {
     at::AutoDispatchBelowADInplaceOrView guard;
-    const ScanOptions o{exclusive, reverse, std::nullopt, initial};
+    const ScanOptions o{exclusive, reverse, std::nullopt, initial, reset};
     return is_max ? scanops::cummax(self, dim, o) : scanops::cummin(self, dim, o);
   }
   if (!has(initial)) {
-    auto out = CumExtremumFn::apply(self, dim, exclusive, reverse, is_max);
+    auto out = CumExtremumFn::apply(self, dim, exclusive, reverse, is_max, reset);
     return {out[0], out[1]};
   }
-  ScanOperands in{self};
-  in.initial = &*initial;
   check_scan_args(is_max ? catalog::cummax_spec(exclusive, reverse)
-                            : catalog::cummin_spec(exclusive, reverse),
-                     in, dim, std::nullopt);
+                         : catalog::cummin_spec(exclusive, reverse),
+                  checked_operands(ScanOperands{self}, initial, reset), dim, std::nullopt);
   at::Tensor x = self;
-  const Prepended p = Prepended::plan(x, dim, exclusive, reverse);
-  auto out = CumExtremumFn::apply(p.join(p.head(*initial, x.scalar_type()), x), p.dim,
-                                  false, reverse, is_max);
+  const Prepended p = Prepended::plan(x, dim, exclusive && !has(reset), reverse);
+  auto out = CumExtremumFn::apply(p.join(p.head(*initial, x.scalar_type()), x), p.dim, exclusive && has(reset),
+                                  reverse, is_max, join_reset(p, reset));
   return {p.take(out[0]), p.take_indices(out[1])};
 }
 std::tuple<at::Tensor, at::Tensor> cummax_autograd(const at::Tensor& self, int64_t dim,
                                                    bool exclusive, bool reverse,
-                                                   const std::optional<at::Tensor>& initial) {
-  return cum_extremum_autograd(self, dim, exclusive, reverse, true, initial);
+                                                   const std::optional<at::Tensor>& initial,
+                                                   const std::optional<at::Tensor>& reset) {
+  return cum_extremum_autograd(self, dim, exclusive, reverse, true, initial, reset);
 }
 std::tuple<at::Tensor, at::Tensor> cummin_autograd(const at::Tensor& self, int64_t dim,
                                                    bool exclusive, bool reverse,
-                                                   const std::optional<at::Tensor>& initial) {
-  return cum_extremum_autograd(self, dim, exclusive, reverse, false, initial);
+                                                   const std::optional<at::Tensor>& initial,
+                                                   const std::optional<at::Tensor>& reset) {
+  return cum_extremum_autograd(self, dim, exclusive, reverse, false, initial, reset);
 }
 
 }  // namespace

@@ -19,10 +19,12 @@ BackendCaps scan_cpu_caps() {
   BackendCaps caps{};
   const char* e = std::getenv("SCANOPS_CPU_LINE_STATE");
   caps.line_state = !(e && std::string(e) == "0");
+  caps.segments = true;  // scan_cpu_segmented.cpp
   return caps;
 }
 
 void scan_cpu(const ScanProblem& p) {
+  if (p.segments.defined()) return cpu::scan_segmented(p);
   switch (p.spec.kind) {
     case CombineKind::Sum: return cpu::scan_sum(p);
     case CombineKind::Prod: return cpu::scan_prod(p);

@@ -13,4 +13,6 @@ void scan_affine(const ScanProblem& p);
 void scan_logaddexp(const ScanProblem& p);
 void scan_max(const ScanProblem& p);
 void scan_min(const ScanProblem& p);
+// Segmented problems (Segments::reset), every kind (scan_cpu_segmented.cpp).
+void scan_segmented(const ScanProblem& p);
 }  // namespace scanops::cpu

@@ -13,6 +13,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "ops/cuda/segmented.h"
 #include "ops/dispatch.h"
 
 namespace scanops {
@@ -63,6 +64,11 @@ constexpr bool is_instantiated() {
 }
 
 CompanionLayout layout(const BroadcastStrides& s) { return {s.in_place, s.so, s.sl, s.si}; }
+SegStrides seg_strides(const Companion& c, const ScanShape& s) {
+  if (!c.defined()) return {};
+  if (c.strides.in_place) return {c.strides.so, c.strides.sl, c.strides.si};
+  return {s.length * s.inner, s.inner, 1};
+}
 
 template <class Combine, class in_t, class out_t>
 struct CudaRunner {
@@ -76,6 +82,27 @@ struct CudaRunner {
     const int sms = prop->multiProcessorCount;
     TensorScratch scratch(p.in.input);
     const ProblemData<in_t, out_t> data(p);
+    const LaunchContext ctx{c10::cuda::getCurrentCUDAStream().stream(), sms, &scratch,
+                            prop->major};
+    if (p.segments.defined()) {
+      const SegmentedDeviceProblem s{data.input,
+                                     data.coeff,
+                                     seg_strides(p.in.coeff, p.shape),
+                                     data.mask,
+                                     seg_strides(p.in.mask, p.shape),
+                                     p.segments.reset.t.const_data_ptr<bool>(),
+                                     seg_strides(p.segments.reset, p.shape),
+                                     data.values,
+                                     data.indices,
+                                     data.initial,
+                                     p.shape.outer,
+                                     p.shape.length,
+                                     p.shape.inner,
+                                     p.spec.flags,
+                                     ctx};
+      launch_segmented<Combine, in_t, out_t>(s);
+      return;
+    }
     const DeviceProblem d{data.input,
                           data.coeff,
                           data.mask,
@@ -85,7 +112,7 @@ struct CudaRunner {
                           p.shape.length,
                           p.shape.inner,
                           p.spec.flags,
-                          {c10::cuda::getCurrentCUDAStream().stream(), sms, &scratch, prop->major},
+                          ctx,
                           data.add,
                           data.mul,
                           data.mul_mask,
@@ -117,7 +144,8 @@ bool cuda_shift_mul(const ScanProblem& p) {
 [[maybe_unused]] const bool registered =
     (register_cuda_backend(Backend{&scan_cuda, BackendCaps{/*broadcast_in_place=*/true,
                                                            /*fused_epilogue=*/true,
-                                                           /*line_state=*/true, &cuda_shift_mul}}),
+                                                           /*line_state=*/true,
+                                                           /*segments=*/true, &cuda_shift_mul}}),
      true);
 }  // namespace
 

@@ -51,6 +51,13 @@ __all__ = [
     "logcumsumexp",
     "cummax",
     "cummin",
+    "segment_cumsum",
+    "segment_masked_cumsum",
+    "segment_cumprod",
+    "segment_linear_recurrence",
+    "segment_logcumsumexp",
+    "segment_cummax",
+    "segment_cummin",
     "library_path",
     "cmake_prefix_path",
     "build_info",
@@ -192,7 +199,8 @@ def library_path() -> Optional[str]:
 
 def _lower_dtype(op, x: torch.Tensor, dim: int, exclusive: bool, reverse: bool,
                  dtype: Optional[torch.dtype], *extra: torch.Tensor,
-                 initial: Optional[torch.Tensor] = None) -> torch.Tensor:
+                 initial: Optional[torch.Tensor] = None,
+                 reset: Optional[torch.Tensor] = None) -> torch.Tensor:
     # While torch.export traces, express `dtype=` as explicit casts. Exact same result
     # (the input is converted to `dtype` before the scan; integers wrap, so an int64
     # accumulation cast down equals a narrower one), and it keeps `dtype` out of the
@@ -201,13 +209,15 @@ def _lower_dtype(op, x: torch.Tensor, dim: int, exclusive: bool, reverse: bool,
     # An integral `dtype` scans in int64 here, so `initial` (of `dtype`) is widened to it.
     if initial is not None and not (dtype.is_floating_point or dtype.is_complex):
         initial = initial.to(torch.int64)
-    y = op(x.to(dtype), *extra, dim, exclusive=exclusive, reverse=reverse, initial=initial)
+    y = op(x.to(dtype), *extra, dim, exclusive=exclusive, reverse=reverse, initial=initial,
+           reset=reset)
     return y if y.dtype == dtype else y.to(dtype)
 
 
 def cumsum(x: torch.Tensor, dim: int, *, exclusive: bool = False, reverse: bool = False,
            dtype: Optional[torch.dtype] = None,
-           initial: Optional[torch.Tensor] = None) -> torch.Tensor:
+           initial: Optional[torch.Tensor] = None,
+           reset: Optional[torch.Tensor] = None) -> torch.Tensor:
     """Cumulative sum of ``x`` along ``dim``.
 
     Args:
@@ -223,58 +233,67 @@ def cumsum(x: torch.Tensor, dim: int, *, exclusive: bool = False, reverse: bool 
             the result dtype, ``x``'s shape without ``dim`` or broadcastable to it. Default:
             0. Continue a scan in chunks by passing the last value of the previous chunk's
             result.
+        reset: segments (every op takes it): a bool tensor broadcastable to ``x``'s shape,
+            ``True`` where a new segment starts along ``dim`` (positions in the forward order,
+            whatever ``reverse``). Each segment is scanned as a line of its own (restarting from
+            0; ``exclusive`` gives its first element 0; ``reverse`` runs it from its end);
+            ``initial`` applies to the line's first segment in scan order. For jagged tensors
+            (values and offsets) see :func:`segment_cumsum`.
 
     Returns:
         A new contiguous tensor of ``x``'s shape. Differentiable in ``x`` and ``initial``.
     """
     if dtype is not None and torch.compiler.is_exporting():
         return _lower_dtype(torch.ops.scanops.cumsum, x, dim, exclusive, reverse, dtype,
-                            initial=initial)
+                            initial=initial, reset=reset)
     return torch.ops.scanops.cumsum(x, dim, exclusive=exclusive, reverse=reverse, dtype=dtype,
-                                    initial=initial)
+                                    initial=initial, reset=reset)
 
 
 def masked_cumsum(x: torch.Tensor, mask: torch.Tensor, dim: int, *, exclusive: bool = False,
                   reverse: bool = False, dtype: Optional[torch.dtype] = None,
-                  initial: Optional[torch.Tensor] = None) -> torch.Tensor:
+                  initial: Optional[torch.Tensor] = None,
+                  reset: Optional[torch.Tensor] = None) -> torch.Tensor:
     """Cumulative sum of ``x * mask`` along ``dim``, without materialising the product.
 
     Args:
         x: input tensor (dtypes as :func:`cumsum`).
         mask: bool tensor broadcastable to ``x``'s shape, on ``x``'s device. Masked-off
             elements contribute 0.
-        dim, exclusive, reverse, dtype, initial: as :func:`cumsum` (``initial`` is never
-            masked).
+        dim, exclusive, reverse, dtype, initial, reset: as :func:`cumsum` (``initial`` is
+            never masked; a masked-off element may still start a segment).
 
     Returns:
         A new tensor of ``x``'s shape. Differentiable in ``x`` and ``initial``.
     """
     if dtype is not None and torch.compiler.is_exporting():
         return _lower_dtype(torch.ops.scanops.masked_cumsum, x, dim, exclusive, reverse, dtype,
-                            mask, initial=initial)
+                            mask, initial=initial, reset=reset)
     return torch.ops.scanops.masked_cumsum(x, mask, dim, exclusive=exclusive, reverse=reverse,
-                                           dtype=dtype, initial=initial)
+                                           dtype=dtype, initial=initial, reset=reset)
 
 
 def cumprod(x: torch.Tensor, dim: int, *, exclusive: bool = False, reverse: bool = False,
             dtype: Optional[torch.dtype] = None,
-            initial: Optional[torch.Tensor] = None) -> torch.Tensor:
+            initial: Optional[torch.Tensor] = None,
+            reset: Optional[torch.Tensor] = None) -> torch.Tensor:
     """Cumulative product of ``x`` along ``dim``.
 
     Args and result as :func:`cumsum` (``exclusive`` puts 1, or ``initial``, first;
-    ``initial`` multiplies every product). The gradient is exact when ``x`` contains zeros,
+    ``initial`` multiplies every product; ``reset`` restarts the product at 1). The gradient is exact when ``x`` contains zeros,
     O(n), and needs no host synchronisation.
     """
     if dtype is not None and torch.compiler.is_exporting():
         return _lower_dtype(torch.ops.scanops.cumprod, x, dim, exclusive, reverse, dtype,
-                            initial=initial)
+                            initial=initial, reset=reset)
     return torch.ops.scanops.cumprod(x, dim, exclusive=exclusive, reverse=reverse, dtype=dtype,
-                                     initial=initial)
+                                     initial=initial, reset=reset)
 
 
 def linear_recurrence(a: torch.Tensor, x: torch.Tensor, dim: int, *, exclusive: bool = False,
                       reverse: bool = False,
-                      initial: Optional[torch.Tensor] = None) -> torch.Tensor:
+                      initial: Optional[torch.Tensor] = None,
+                      reset: Optional[torch.Tensor] = None) -> torch.Tensor:
     """First-order linear recurrence along ``dim``: ``h[t] = a[t] * h[t-1] + x[t]``,
     ``h[-1] = initial`` (default 0).
 
@@ -290,17 +309,20 @@ def linear_recurrence(a: torch.Tensor, x: torch.Tensor, dim: int, *, exclusive: 
         initial: the state before the first step (an SSM's ``h0``; continue a recurrence in
             chunks with the previous chunk's last ``h``): ``x``'s dtype, ``x``'s shape without
             ``dim`` or broadcastable to it.
+        reset: segments, as :func:`cumsum`: ``h[t-1]`` is 0 at a segment's first step (an
+            episode start; ``a`` there is not used).
 
     Returns:
         ``h``, with ``x``'s shape and dtype. Differentiable in ``a``, ``x`` and ``initial``.
     """
     return torch.ops.scanops.linear_recurrence(a, x, dim, exclusive=exclusive, reverse=reverse,
-                                               initial=initial)
+                                               initial=initial, reset=reset)
 
 
 def logcumsumexp(x: torch.Tensor, dim: int, *, exclusive: bool = False,
                  reverse: bool = False,
-                 initial: Optional[torch.Tensor] = None) -> torch.Tensor:
+                 initial: Optional[torch.Tensor] = None,
+                 reset: Optional[torch.Tensor] = None) -> torch.Tensor:
     """Cumulative log-sum-exp along ``dim``: ``y[i] = log(exp(x[0]) + ... + exp(x[i]))``,
     computed stably, as :func:`torch.logcumsumexp`.
 
@@ -309,17 +331,19 @@ def logcumsumexp(x: torch.Tensor, dim: int, *, exclusive: bool = False,
         dim, exclusive, reverse: as :func:`cumsum`; ``exclusive`` puts ``-inf`` first.
         initial: a log-space value log-added before the first element (default ``-inf``):
             ``x``'s dtype, ``x``'s shape without ``dim`` or broadcastable to it.
+        reset: segments, as :func:`cumsum` (each restarts from ``-inf``).
 
     Returns:
         A new tensor of ``x``'s shape and dtype. Differentiable in ``x`` and ``initial``
         (twice and more).
     """
     return torch.ops.scanops.logcumsumexp(x, dim, exclusive=exclusive, reverse=reverse,
-                                          initial=initial)
+                                          initial=initial, reset=reset)
 
 
 def cummax(x: torch.Tensor, dim: int, *, exclusive: bool = False, reverse: bool = False,
-           initial: Optional[torch.Tensor] = None):
+           initial: Optional[torch.Tensor] = None,
+           reset: Optional[torch.Tensor] = None):
     """Running maximum along ``dim`` and its position, as :func:`torch.cummax`.
 
     Of equal values the latest in scan order wins; NaN propagates, with the index of the
@@ -332,22 +356,145 @@ def cummax(x: torch.Tensor, dim: int, *, exclusive: bool = False, reverse: bool 
         initial: the running maximum each line starts from (``x``'s dtype, ``x``'s shape
             without ``dim`` or broadcastable to it); positions where it is still the maximum
             get index ``-1`` (an element equal to it wins, as later elements do).
+        reset: segments, as :func:`cumsum`; indices stay positions along the whole line.
 
     Returns:
         ``(values, indices)``: ``x``'s dtype and int64, ``x``'s shape. Differentiable in
         ``x`` (the gradient goes to the selected elements).
     """
     return torch.ops.scanops.cummax(x, dim, exclusive=exclusive, reverse=reverse,
-                                    initial=initial)
+                                    initial=initial, reset=reset)
 
 
 def cummin(x: torch.Tensor, dim: int, *, exclusive: bool = False, reverse: bool = False,
-           initial: Optional[torch.Tensor] = None):
+           initial: Optional[torch.Tensor] = None,
+           reset: Optional[torch.Tensor] = None):
     """Running minimum along ``dim`` and its position, as :func:`torch.cummin`; see
     :func:`cummax` (``exclusive`` puts ``+inf``, the dtype's highest value or ``True``
     first, with index ``-1``)."""
     return torch.ops.scanops.cummin(x, dim, exclusive=exclusive, reverse=reverse,
-                                    initial=initial)
+                                    initial=initial, reset=reset)
+
+
+# ---- Jagged tensors: segments given by offsets ----------------------------------------------
+
+def _jagged(values, offsets, op):
+    """(values, offsets, nested): a torch.nested jagged tensor's values and offsets, or the
+    arguments as given."""
+    if getattr(values, "is_nested", False):
+        if offsets is not None:
+            raise ValueError(f"scanops.{op}: argument 'offsets' must be None when the values "
+                             "are a nested (jagged) tensor: its offsets are used")
+        if values.layout != torch.jagged or values.dim() < 2 or values._ragged_idx != 1:
+            raise ValueError(f"scanops.{op}: a nested tensor must have layout=torch.jagged and "
+                             "its ragged dim at dim 1")
+        return values.values(), values.offsets(), values
+    if offsets is None:
+        raise ValueError(f"scanops.{op}: argument 'offsets' is required unless the values are a "
+                         "nested (jagged) tensor")
+    return values, offsets, None
+
+
+def _plain(t):
+    return t.values() if getattr(t, "is_nested", False) else t
+
+
+def _nest(out, like):
+    if like is None:
+        return out
+    return torch.nested.nested_tensor_from_jagged(out, like.offsets())
+
+
+def segment_cumsum(values: torch.Tensor, offsets: Optional[torch.Tensor] = None, *,
+                   exclusive: bool = False, reverse: bool = False,
+                   dtype: Optional[torch.dtype] = None,
+                   initial: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """Cumulative sum within each segment of a jagged tensor.
+
+    Args:
+        values: ``(total, *features)``, scanned along dim 0 within each segment
+            ``values[offsets[b]:offsets[b+1]]``; or a ``torch.nested`` tensor with
+            ``layout=torch.jagged`` (then ``offsets`` is None and the result is nested too).
+        offsets: int64 (or int32), 1-D, ``B + 1`` entries from 0 to ``total``,
+            non-decreasing (empty segments allowed). Checked; on CUDA that costs one host
+            synchronisation.
+        exclusive, reverse, dtype: as :func:`cumsum`, per segment.
+        initial: ``(B, *features)`` or broadcastable to it, the result dtype: segment ``b``
+            starts from ``initial[b]`` (an SSM's per-sequence ``h0``). With it the values are
+            gathered into a joined tensor and back (two more passes over the data).
+
+    Returns:
+        ``values``' shape (nested if the input was). Differentiable in ``values`` and
+        ``initial``.
+    """
+    v, o, like = _jagged(values, offsets, "segment_cumsum")
+    return _nest(torch.ops.scanops.segment_cumsum(v, o, exclusive=exclusive, reverse=reverse,
+                                                  dtype=dtype, initial=initial), like)
+
+
+def segment_masked_cumsum(values: torch.Tensor, mask: torch.Tensor,
+                          offsets: Optional[torch.Tensor] = None, *, exclusive: bool = False,
+                          reverse: bool = False, dtype: Optional[torch.dtype] = None,
+                          initial: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """:func:`segment_cumsum` of ``values * mask`` (``mask`` bool, broadcastable to
+    ``values``, or nested like it)."""
+    v, o, like = _jagged(values, offsets, "segment_masked_cumsum")
+    return _nest(torch.ops.scanops.segment_masked_cumsum(
+        v, _plain(mask), o, exclusive=exclusive, reverse=reverse, dtype=dtype,
+        initial=initial), like)
+
+
+def segment_cumprod(values: torch.Tensor, offsets: Optional[torch.Tensor] = None, *,
+                    exclusive: bool = False, reverse: bool = False,
+                    dtype: Optional[torch.dtype] = None,
+                    initial: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """Cumulative product within each segment; arguments as :func:`segment_cumsum`."""
+    v, o, like = _jagged(values, offsets, "segment_cumprod")
+    return _nest(torch.ops.scanops.segment_cumprod(v, o, exclusive=exclusive, reverse=reverse,
+                                                   dtype=dtype, initial=initial), like)
+
+
+def segment_linear_recurrence(a: torch.Tensor, x: torch.Tensor,
+                              offsets: Optional[torch.Tensor] = None, *,
+                              exclusive: bool = False, reverse: bool = False,
+                              initial: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """``h[t] = a[t] * h[t-1] + x[t]`` within each segment (variable-length sequences packed
+    along dim 0, the ``cu_seqlens`` layout of SSM libraries), ``h[-1] = initial[b]`` (default
+    0) for segment ``b``. ``a``: broadcastable to ``x`` (or nested like it); ``x`` and the other
+    arguments as :func:`segment_cumsum`."""
+    v, o, like = _jagged(x, offsets, "segment_linear_recurrence")
+    return _nest(torch.ops.scanops.segment_linear_recurrence(
+        _plain(a), v, o, exclusive=exclusive, reverse=reverse, initial=initial), like)
+
+
+def segment_logcumsumexp(values: torch.Tensor, offsets: Optional[torch.Tensor] = None, *,
+                         exclusive: bool = False, reverse: bool = False,
+                         initial: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """Cumulative log-sum-exp within each segment; arguments as :func:`segment_cumsum`."""
+    v, o, like = _jagged(values, offsets, "segment_logcumsumexp")
+    return _nest(torch.ops.scanops.segment_logcumsumexp(v, o, exclusive=exclusive,
+                                                        reverse=reverse, initial=initial), like)
+
+
+def segment_cummax(values: torch.Tensor, offsets: Optional[torch.Tensor] = None, *,
+                   exclusive: bool = False, reverse: bool = False,
+                   initial: Optional[torch.Tensor] = None):
+    """Running maximum within each segment: ``(values, indices)``, the indices counted from
+    each segment's first row (``-1`` for ``initial[b]`` or the exclusive identity)."""
+    v, o, like = _jagged(values, offsets, "segment_cummax")
+    y, i = torch.ops.scanops.segment_cummax(v, o, exclusive=exclusive, reverse=reverse,
+                                            initial=initial)
+    return _nest(y, like), _nest(i, like)
+
+
+def segment_cummin(values: torch.Tensor, offsets: Optional[torch.Tensor] = None, *,
+                   exclusive: bool = False, reverse: bool = False,
+                   initial: Optional[torch.Tensor] = None):
+    """Running minimum within each segment; see :func:`segment_cummax`."""
+    v, o, like = _jagged(values, offsets, "segment_cummin")
+    y, i = torch.ops.scanops.segment_cummin(v, o, exclusive=exclusive, reverse=reverse,
+                                            initial=initial)
+    return _nest(y, like), _nest(i, like)
 
 
 # DTensor support (scanops.distributed, docs/distributed.md): the ops' rules for DTensor are

@@ -1,0 +1,129 @@
+// scanops CPU back end: segmented scans (Segments::reset), every combine kind and dtype, over
+// the walk of ops/segmented.h.
+//
+// Work is split by shape only (never by the thread count), so the bits do not depend on the
+// number of threads: units of (outer index, block of up to kColumns columns, chunk of
+// positions). A unit walks its positions in scan order and, at each, its columns (consecutive
+// in memory). Lines are cut into chunks only when there are fewer than kMinUnits units of
+// whole lines; then a first pass takes each chunk's total (SegmentedCombine), a serial pass per
+// line combines them into each chunk's carry, and a second walk writes every chunk from its
+// carry (the input read twice).
+#include <ATen/Parallel.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "ops/cpu/scan_cpu.h"
+#include "ops/dispatch.h"
+#include "ops/segmented.h"
+
+namespace scanops::cpu {
+namespace {
+
+constexpr int64_t kColumns = 64;           // columns a unit walks side by side
+constexpr int64_t kMinUnits = 64;          // whole lines when there are at least this many units
+constexpr int64_t kChunkElements = 1 << 16;  // elements of a unit when lines are cut
+
+SegStrides strides_of(const Companion& c, const ScanShape& s) {
+  if (!c.defined()) return {};
+  if (c.strides.in_place) return {c.strides.so, c.strides.sl, c.strides.si};
+  return {s.length * s.inner, s.inner, 1};
+}
+
+template <class C, class in_t, class out_t>
+struct SegRunner {
+  using Args = SegmentedArgs<C, in_t, out_t>;
+  using seg_t = typename Args::seg_t;
+
+  static void run(const ScanProblem& p) {
+    const ProblemData<in_t, out_t> d(p);
+    Args a;
+    a.input = d.input;
+    a.coeff = d.coeff;
+    a.coeff_at = strides_of(p.in.coeff, p.shape);
+    a.mask = d.mask;
+    a.mask_at = strides_of(p.in.mask, p.shape);
+    a.reset = p.segments.reset.t.const_data_ptr<bool>();
+    a.reset_at = strides_of(p.segments.reset, p.shape);
+    a.values = d.values;
+    a.indices = d.indices;
+    a.initial = d.initial;
+    a.outer = p.shape.outer;
+    a.length = p.shape.length;
+    a.inner = p.shape.inner;
+    a.exclusive = p.spec.flags.exclusive;
+    a.reverse = p.spec.flags.reverse;
+
+    const int64_t cols = std::min<int64_t>(a.inner, kColumns);
+    const int64_t blocks = (a.inner + cols - 1) / cols;
+    const int64_t lines_units = a.outer * blocks;
+    int64_t chunk = a.length;
+    if (lines_units < kMinUnits) {
+      chunk = std::max<int64_t>(kChunkElements / cols, 256);
+      chunk = std::min(chunk, a.length);
+    }
+    const int64_t chunks = (a.length + chunk - 1) / chunk;
+    const int64_t units = lines_units * chunks;
+    // unit u: chunk c of column block b of outer index o
+    const auto unit = [&](int64_t u, int64_t& o, int64_t& i0, int64_t& i1, int64_t& c) {
+      c = u % chunks;
+      const int64_t ob = u / chunks;
+      o = ob / blocks;
+      i0 = (ob % blocks) * cols;
+      i1 = std::min(i0 + cols, a.inner);
+    };
+    // carries[(o * chunks + c) * inner + i]: the state chunk c of line (o, i) starts from
+    std::vector<seg_t> carries;
+    if (chunks > 1) {
+      carries.resize(static_cast<size_t>(a.outer * chunks * a.inner));
+      at::parallel_for(0, units, 1, [&](int64_t b, int64_t e) {
+        seg_t r[kColumns];
+        for (int64_t u = b; u < e; ++u) {
+          int64_t o, i0, i1, c;
+          unit(u, o, i0, i1, c);
+          for (int64_t i = i0; i < i1; ++i) r[i - i0] = SegmentedCombine<C>::identity();
+          const int64_t k1 = std::min(a.length, (c + 1) * chunk);
+          for (int64_t k = c * chunk; k < k1; ++k) {
+            for (int64_t i = i0; i < i1; ++i) a.template step<false>(o, k, i, r[i - i0]);
+          }
+          for (int64_t i = i0; i < i1; ++i) carries[(o * chunks + c) * a.inner + i] = r[i - i0];
+        }
+      });
+      // totals -> carries, one line at a time (a serial fold: chunks is small)
+      at::parallel_for(0, a.outer * a.inner, 64, [&](int64_t b, int64_t e) {
+        for (int64_t li = b; li < e; ++li) {
+          const int64_t o = li / a.inner, i = li % a.inner;
+          seg_t carry = a.line_start(o, i);
+          for (int64_t c = 0; c < chunks; ++c) {
+            seg_t& t = carries[(o * chunks + c) * a.inner + i];
+            const seg_t total = t;
+            t = carry;
+            carry = SegmentedCombine<C>::combine(carry, total);
+          }
+        }
+      });
+    }
+    at::parallel_for(0, units, 1, [&](int64_t b, int64_t e) {
+      seg_t r[kColumns];
+      for (int64_t u = b; u < e; ++u) {
+        int64_t o, i0, i1, c;
+        unit(u, o, i0, i1, c);
+        for (int64_t i = i0; i < i1; ++i) {
+          r[i - i0] = chunks > 1 ? carries[(o * chunks + c) * a.inner + i] : a.line_start(o, i);
+        }
+        const int64_t k1 = std::min(a.length, (c + 1) * chunk);
+        for (int64_t k = c * chunk; k < k1; ++k) {
+          for (int64_t i = i0; i < i1; ++i) a.template step<true>(o, k, i, r[i - i0]);
+        }
+      }
+    });
+  }
+};
+
+}  // namespace
+
+void scan_segmented(const ScanProblem& p) {
+  dispatch_scan<SegRunner, /*kWide=*/true>(p);
+}
+
+}  // namespace scanops::cpu
