@@ -20,7 +20,9 @@ references (this file; the tolerances follow test/python/reference.py's analysis
     NaN) and their indices exactly;
   * that no input, nor any byte of the storage under it, was modified;
   * sometimes: the same bits at another CPU thread count (run to run on CUDA), the reverse
-    flag against a flipped input, the Meta kernel's shape, dtype and strides.
+    flag against a flipped input, the Meta kernel's shape, dtype and strides, an inclusive
+    scan continued from an initial state, and a segmented scan (`reset=`) cut at a random
+    position against the references of its two segments.
 
 Usage (the library: $SCANOPS_LIBRARY, else `import scanops` from python/, which finds
 build/libscanops.so):
@@ -778,6 +780,7 @@ def check_valid(c: dict, device: str):
         else:
             compare(c, rf.flip(d), exp[0], exp[1], exp[2], "result (flipped input, reverse toggled)")
     check_continuation(c, x, mask, a, exp, outs)
+    check_segments(c, x, mask, a)
     if c["meta_check"]:
         def meta(t):
             return None if t is None else torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device="meta")
@@ -847,6 +850,45 @@ def check_continuation(c: dict, x, mask, a, exp, outs):
         i2 = torch.where(y2[1] >= 0, y2[1] + second[0], carried.expand_as(y2[1]))
         gi = torch.cat((i2, i1) if rev else (i1, i2), d)
         compare(c, gi, exp[3], None, i64, f"indices continued from an initial state (cut at {k})")
+
+
+def check_segments(c: dict, x, mask, a):
+    """`reset`: a reset at a random position k of every line (about one valid case in three;
+    sometimes with a reset at position 0 too, which changes nothing, and as a dense mask or one
+    broadcast along the other dims) must give, on [0, k) and [k, n), what the references of
+    the two pieces give (exclusive: each piece starts from the identity; reverse: each runs
+    from its end); cummax / cummin indices stay positions along the whole line."""
+    rng = random.Random(c["layout_seed"] ^ 0x5E6)
+    if x.dim() == 0 or rng.random() > 0.35:
+        return
+    d = c["dim"] % x.dim()
+    n = x.shape[d]
+    if n < 2 or x.numel() == 0:
+        return
+    k = rng.randint(1, n - 1)
+    pos = torch.arange(n, device=x.device)
+    r = (pos == k) | ((pos == 0) & (rng.random() < 0.3))
+    shape = [1] * x.dim()
+    shape[d] = n
+    reset = r.view(shape)
+    if rng.random() < 0.3:
+        reset = reset.expand(x.shape).contiguous()
+    got = call(c, x, mask, a, reset=reset)
+    full = lambda t: None if t is None else t.expand(x.shape)  # noqa: E731
+    part = lambda t, s, m: None if t is None else t.narrow(d, s, m)  # noqa: E731
+    pieces = [(0, k), (k, n - k)]
+    refs = [reference(c, part(x, s, m), part(full(mask), s, m), part(full(a), s, m))
+            for s, m in pieces]
+    indexed = c["op"] in ("cummax", "cummin")
+    v = got[0] if indexed else got
+    want = torch.cat([e[0] for e in refs], d)
+    tols = [e[1] for e in refs]
+    tol = None if any(t is None for t in tols) else torch.cat(
+        [t.expand(e[0].shape) for t, e in zip(tols, refs)], d)
+    compare(c, v, want, tol, refs[0][2], f"values of a segmented scan (reset at {k})")
+    if indexed:
+        wi = torch.cat([torch.where(e[3] >= 0, e[3] + s, e[3]) for e, (s, _m) in zip(refs, pieces)], d)
+        compare(c, got[1], wi, None, i64, f"indices of a segmented scan (reset at {k})")
 
 
 UNSUPPORTED = [d for d in (getattr(torch, n, None) for n in ("uint16", "uint32", "uint64", "float8_e4m3fn",

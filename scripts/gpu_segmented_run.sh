@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# One device call for the segmented scans (#34), over libraries built on the VM for sm_90 and
+# carried xz-compressed in carry/ (an ignored folder):
+#   carry/cur.so.xz  the working tree's library     carry/pre.so.xz  the library before
+#                                                                    segments (baseline)
+# Steps (STEPS="..." picks; default all), each under its own time limit, logged to $OUT/run.log:
+#   test      test_segmented.py on CUDA (-k cuda), and the unsegmented CUDA suites that the
+#             change touched (test_initial on CUDA)
+#   ab        output hashes of both libraries on one case set without segments (bench/ab_bits.py:
+#             the unsegmented kernels must not change a bit)
+#   bench     bench/bench_segmented.py on CUDA
+#   fuzz      the CUDA fuzz with a fixed seed, and the complex128 look-back case of seed
+#             688027910 (case 2316) replayed on both libraries
+# Usage (device tool): bash scripts/gpu_segmented_run.sh   (carry: ["carry"])
+set -uo pipefail
+REPO="$(cd "$(dirname "$0")/.." && pwd)"
+OUT="${OUT:-$REPO/gpu-out}"
+mkdir -p "$OUT" /tmp/cur /tmp/pre
+LOG="$OUT/run.log"
+cd "$REPO"
+xz -dc carry/cur.so.xz > /tmp/cur/libscanops.so
+[ -f carry/pre.so.xz ] && xz -dc carry/pre.so.xz > /tmp/pre/libscanops.so
+CUR=/tmp/cur/libscanops.so PRE=/tmp/pre/libscanops.so
+export PYTHONPATH="$REPO/python" PYTHONUNBUFFERED=1 CUDA_VISIBLE_DEVICES=0
+t0=$(date +%s)
+step() {  # step NAME SECONDS command...
+  local name=$1 secs=$2; shift 2
+  echo "==> $name (limit ${secs} s, at +$(( $(date +%s) - t0 )) s)" >>"$LOG"
+  timeout "$secs" "$@" >>"$LOG" 2>&1
+  echo "<== $name rc=$?" >>"$LOG"
+}
+want() { [ -z "${STEPS:-}" ] || [[ " $STEPS " == *" $1 "* ]]; }
+step device 20 bash -c 'nvidia-smi -L; python3 -c "import torch; print(torch.__version__)"'
+if want test; then
+  step test_segmented "${TEST_SECS:-240}" env SCANOPS_LIBRARY=$CUR python3 -m pytest -q -x -p no:cacheprovider \
+    test/python/test_segmented.py -k "${TEST_K:-cuda}" --durations=10
+  step test_initial 90 env SCANOPS_LIBRARY=$CUR python3 -m pytest -q -p no:cacheprovider \
+    test/python/test_initial.py -k "cuda and not compile"
+fi
+if want ab && [ -f "$PRE" ]; then
+  step ab_cur 60 env SCANOPS_LIBRARY=$CUR python3 bench/ab_bits.py --device cuda --small --out /tmp/ab_cur.json
+  step ab_pre 60 env SCANOPS_LIBRARY=$PRE python3 bench/ab_bits.py --device cuda --small --out /tmp/ab_pre.json
+  step ab_compare 10 python3 bench/ab_bits.py --compare /tmp/ab_pre.json /tmp/ab_cur.json
+fi
+want bench && step bench_segmented "${BENCH_SECS:-150}" env SCANOPS_LIBRARY=$CUR python3 bench/bench_segmented.py \
+  --device cuda --elems "${BENCH_ELEMS:-67108864}" --reps 3 --md "$OUT/bench_segmented.md" \
+  --json "$OUT/bench_segmented.json"
+if want fuzz; then
+  step fuzz_cuda 120 env SCANOPS_LIBRARY=$CUR python3 test/fuzz/fuzz_ops.py --seed 101 --device cuda \
+    --seconds 90
+  for lib in CUR PRE; do
+    [ -f "${!lib}" ] || continue
+    for k in 1 2 3; do
+      step "c128_case_$lib" 60 env SCANOPS_LIBRARY=${!lib} python3 test/fuzz/fuzz_ops.py --seed 688027910 \
+        --case 2316 --device cuda
+    done
+  done
+fi
+echo "total $(( $(date +%s) - t0 )) s" >>"$LOG"
+tail -c 6000 "$LOG"
