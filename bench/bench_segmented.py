@@ -37,16 +37,19 @@ def lengths(kind, n, gen):
         return torch.full((n // k,), k, dtype=torch.long)
     if kind.startswith("uniform 1.."):
         hi = int(kind.split("..")[1])
-        ls = torch.randint(1, hi + 1, (2 * n // hi + 16,), generator=gen)
+        ls = torch.randint(1, hi + 1, (4 * n // hi + 16,), generator=gen)
     elif kind == "power law":
         u = torch.rand(n // 4 + 16, generator=gen)
         ls = (1.0 / (u + 1e-6) ** 0.8).long().clamp(1, n)  # Pareto-like, heavy tail
     else:
         raise ValueError(kind)
+    while int(ls.sum()) < n:  # (draw more until they cover n)
+        ls = torch.cat([ls, ls])
     c = ls.cumsum(0)
-    k = int((c < n).sum())
+    k = int((c < n).sum())  # segments wholly before n; segment k is cut at n
     ls = ls[: k + 1].clone()
-    ls[-1] = n - (int(c[k - 1]) if k > 0 else 0)
+    ls[k] = n - (int(c[k - 1]) if k > 0 else 0)
+    assert int(ls.sum()) == n
     return ls[ls > 0]
 
 
@@ -80,15 +83,13 @@ def torch_way(x, reset):
 
 
 def ref64(x, offsets):
-    out = torch.empty(x.shape, dtype=torch.float64)
+    """Per-segment cumsum in float64 (the segment's running sum, vectorised)."""
     xd = x.double().cpu()
-    o = offsets.tolist()
-    c = xd.cumsum(0)
-    for b in range(len(o) - 1):
-        s, e = o[b], o[b + 1]
-        if e > s:
-            out[s:e] = c[s:e] - (c[s - 1] if s > 0 else 0.0)
-    return out
+    o = offsets.cpu()
+    c = torch.cat([torch.zeros(1, dtype=torch.float64), xd.cumsum(0)])
+    lens = o[1:] - o[:-1]
+    start = torch.repeat_interleave(o[:-1], lens)
+    return c[1:] - c[start]
 
 
 def rel_err(got, ref, x, offsets):
