@@ -1,0 +1,10 @@
+// scanops CUDA back end: the segmented Affine (linear_recurrence) kernels (segmented.cuh).
+#include "ops/cuda/segmented.cuh"
+
+namespace scanops::cuda {
+#define SCANOPS_INSTANTIATE(in_t, out_t, acc) \
+  template void launch_segmented<AffineCombine<acc>, in_t, out_t>(const SegmentedDeviceProblem&);
+SCANOPS_CUDA_FLOAT_COMPLEX_TYPES(SCANOPS_INSTANTIATE)
+SCANOPS_CUDA_AFFINE_WIDE_TYPES(SCANOPS_INSTANTIATE)
+#undef SCANOPS_INSTANTIATE
+}  // namespace scanops::cuda
