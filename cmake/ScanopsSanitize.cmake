@@ -17,12 +17,17 @@
 #
 # ThreadSanitizer: the OpenMP runtime (libgomp, torch's copy) is not instrumented, so TSan does
 # not see the happens-before edges of a parallel region's fork and join (the pool's threads
-# are woken and joined through libgomp's own futexes) and reports every write made before an
-# at::parallel_for and read inside it as a race. test/sanitize/tsan_omp_fork_join.cpp, built
-# into the library in TSan builds only, wraps GOMP_parallel, the libgomp entry that
-# at::parallel_for's `#pragma omp parallel` compiles to, and declares those two edges to TSan
-# (nothing else: every synchronisation inside a region, the chained scans' atomics
-# included, is instrumented code that TSan checks). See docs/reliability.md.
+# are woken and joined through libgomp's own futexes) and reports every write made before a
+# region and read inside it as a race, in scanops' regions and in libtorch_cpu's (torch.flip's
+# memcpy, exp_kernel: intercepted functions are checked in uninstrumented code too).
+# test/sanitize/tsan_omp_fork_join.cpp, built in TSan builds only as libscanops_tsan_omp.so
+# (uninstrumented, its GOMP_ entries exported), defines GOMP_parallel, the libgomp entry that
+# every `#pragma omp parallel` (at::parallel_for) compiles to, and declares those two edges to
+# TSan (nothing else: every synchronisation inside a region, the chained scans' atomics
+# included, is instrumented code that TSan checks). It must come before libgomp in the process's
+# lookup order for every caller's GOMP_parallel to reach it: linked here into every executable
+# of the project (a direct dependency; libgomp is an indirect one) and LD_PRELOADed into Python
+# by scripts/sanitize.sh. libscanops.so itself carries nothing of it. See docs/reliability.md.
 set(SCANOPS_SANITIZE "" CACHE STRING
     "Sanitizers for the C++ code, a -fsanitize= list (address,undefined or thread); empty: off")
 set(SCANOPS_SANITIZE_OPT "-O1" CACHE STRING "Optimisation level of a sanitizer build (e.g. -O1, -O2)")
@@ -43,6 +48,16 @@ if(SCANOPS_SANITIZE)
     list(APPEND SCANOPS_SANITIZE_COMPILE_FLAGS -fno-sanitize-recover=undefined)
   endif()
   set(SCANOPS_SANITIZE_LINK_FLAGS "-fsanitize=${SCANOPS_SANITIZE}")
+  if("thread" IN_LIST _scanops_san_list)
+    # The OpenMP fork/join interposer (see above). Not instrumented: its own bookkeeping (the
+    # region record the members read) is no access of the program's.
+    add_library(scanops_tsan_omp SHARED "${CMAKE_SOURCE_DIR}/test/sanitize/tsan_omp_fork_join.cpp")
+    set_target_properties(scanops_tsan_omp PROPERTIES
+      OUTPUT_NAME scanops_tsan_omp CXX_VISIBILITY_PRESET hidden)
+    target_compile_options(scanops_tsan_omp PRIVATE -O1 -g -fno-omit-frame-pointer -Wall -Wextra)
+    target_link_options(scanops_tsan_omp PRIVATE "LINKER:--as-needed")
+    target_link_libraries(scanops_tsan_omp PRIVATE ${CMAKE_DL_LIBS})
+  endif()
   message(STATUS "scanops: sanitizers: ${SCANOPS_SANITIZE} (${SCANOPS_SANITIZE_COMPILE_FLAGS})")
 
   # The C++ targets of a directory and its subdirectories.
@@ -60,6 +75,7 @@ if(SCANOPS_SANITIZE)
   # targets' own options (the library's -O3), so SCANOPS_SANITIZE_OPT is the level used.
   function(_scanops_sanitize_apply)
     _scanops_sanitize_targets("${CMAKE_SOURCE_DIR}" targets)
+    list(REMOVE_ITEM targets scanops_tsan_omp)
     foreach(t IN LISTS targets)
       get_target_property(type ${t} TYPE)
       if(type MATCHES "^(EXECUTABLE|SHARED_LIBRARY|MODULE_LIBRARY|STATIC_LIBRARY|OBJECT_LIBRARY)$")
@@ -67,12 +83,15 @@ if(SCANOPS_SANITIZE)
         if(NOT type MATCHES "^(STATIC_LIBRARY|OBJECT_LIBRARY)$")
           target_link_options(${t} PRIVATE ${SCANOPS_SANITIZE_LINK_FLAGS})
         endif()
+        # An executable's libgomp calls (libtorch_cpu's, libscanops') reach the interposer:
+        # a direct dependency (kept although the program references none of its symbols)
+        # precedes libgomp, an indirect one, in the lookup order.
+        if(type STREQUAL "EXECUTABLE" AND TARGET scanops_tsan_omp)
+          target_link_options(${t} PRIVATE "LINKER:--no-as-needed")
+          target_link_libraries(${t} PRIVATE scanops_tsan_omp)
+        endif()
       endif()
     endforeach()
-    if(TARGET scanops AND "thread" IN_LIST _scanops_san_list)
-      target_sources(scanops PRIVATE "${CMAKE_SOURCE_DIR}/test/sanitize/tsan_omp_fork_join.cpp")
-      target_link_libraries(scanops PRIVATE ${CMAKE_DL_LIBS})
-    endif()
   endfunction()
   cmake_language(DEFER DIRECTORY "${CMAKE_SOURCE_DIR}" CALL _scanops_sanitize_apply)
 endif()

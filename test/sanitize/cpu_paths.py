@@ -17,6 +17,9 @@ own (they are read once per process): output pages populated ahead of the stores
 more. Also: every flag combination (exclusive-forward and inclusive-reverse scans with a
 per-line `initial`, the other two without), non-contiguous inputs, broadcast masks and coefficients,
 dtype= conversions, the fused backward scans (gradients without create_graph), and bad inputs.
+Segmented scans (`reset=`, ops/cpu/scan_cpu_segmented.cpp): units of whole lines, and lines cut
+into chunks (the totals pass, the carries, the second walk) along rows, columns and more than
+64 columns, with dense and broadcast resets.
 
 Checks: the sanitizer watches; besides, every multi-thread result must have the bits of the
 one-thread result, and no output may be NaN where the input has none (a cheap guard against
@@ -46,7 +49,8 @@ c64, c128, i32, u8, b = torch.complex64, torch.complex128, torch.int32, torch.ui
 # outputs of 16 MiB or more: the whole output populated first, runs of blocks); elsewhere 1 and
 # 2 take every schedule.
 MODES = {
-    "default": ({}, ("avx2", "portable", "layouts", "backward", "dtype_arg", "bad", "big"), [1, 2]),
+    "default": ({}, ("avx2", "portable", "layouts", "segmented", "backward", "dtype_arg", "bad", "big"),
+                [1, 2]),
     "populate-runs": ({"SCANOPS_CPU_POPULATE": "1", "SCANOPS_CPU_RUN_BYTES": "400000"}, ("avx2",), [1, 2, 3]),
     "populate-all": ({"SCANOPS_CPU_POPULATE": "1", "SCANOPS_CPU_RUN_BYTES": "0", "SCANOPS_CPU_PF_NEXT": "0"},
                      ("avx2",), [1, 3]),
@@ -69,6 +73,14 @@ SHAPES = [
     ((300, 50, 37), 1),     # middle dim, many columns: items
     ((257, 1031), 0),       # outer dim
     ((40, 4100), 0),        # wide columns (items of up to 2048 columns)
+]
+# (shape, dim): the segmented runner's splits (kMinUnits 64 units of whole lines, else chunks of
+# 65536 elements of a unit; units of up to 64 columns).
+SEG_SHAPES = [
+    ((3, 140_001), 1),      # few long rows: 3 chunks a row, the carries
+    ((40_001, 5), 0),       # few columns along long lines: 4 chunks, the carries
+    ((2, 1500, 100), 1),    # more than 64 columns: two column blocks, 2 chunks
+    ((500, 300), 1),        # many rows: whole lines, several units a task
 ]
 BIG = [(((1 << 22) + 5,), 0), (((1 << 16), 64), 0), ((64, 1 << 16), 1)]  # outputs of 16 MiB and more
 FLAGS = [(False, False), (True, False), (False, True), (True, True)]
@@ -114,8 +126,10 @@ def line_initial(op, x, dim, g):
         torch.randint(0, 5, line, generator=g)
 
 
-def calls(op, x, m, a, p, dim, excl, rev, initial=None):
+def calls(op, x, m, a, p, dim, excl, rev, initial=None, reset=None):
     kw = dict(exclusive=excl, reverse=rev, initial=initial)
+    if reset is not None:
+        kw["reset"] = reset
     if op == "cumsum":
         return ops.cumsum(x, dim, **kw)
     if op == "masked_cumsum":
@@ -154,6 +168,15 @@ def run_case(cnt, op, shape, dim, dtype, flags, threads, g, layout="contiguous")
     if layout == "broadcast" and len(shape) >= 2:  # a (1, ..., N) mask and coefficient
         m = m[:1].expand(shape)
         a = a[:1].expand(shape)
+    reset = None
+    if layout == "reset":  # segmented: a dense reset, about one position in 2000, and position 0
+        reset = torch.rand(shape, generator=g) < 5e-4
+        reset.select(dim, 0).fill_(True)
+    if layout == "reset-broadcast":  # segmented: the same resets on every line, read in place
+        d = dim % len(shape)
+        line = [1] * len(shape)
+        line[d] = shape[d]
+        reset = (torch.rand(shape[d], generator=g) < 5e-4).view(line).expand(shape)
     for excl, rev in flags:
         # exclusive-forward and inclusive-reverse scans start each line from an initial value
         # (the kernels' line starts on every schedule), the other two from the identity
@@ -162,7 +185,7 @@ def run_case(cnt, op, shape, dim, dtype, flags, threads, g, layout="contiguous")
         for t in threads:
             torch.set_num_threads(t)
             torch.full((max(x.numel(), 1) * 2,), float("nan"))  # poison the next allocation
-            r = calls(op, x, m, a, p, dim, excl, rev, init)
+            r = calls(op, x, m, a, p, dim, excl, rev, init, reset)
             r = list(r) if isinstance(r, tuple) else [r]
             cnt.calls += 1
             outs[t] = r
@@ -236,6 +259,14 @@ def run_mode(name: str) -> int:
                 for op in ("cumsum", "masked_cumsum", "linear_recurrence", "cummax"):
                     run_case(cnt, op, shape, dim, f32, [(False, True)], thr, g, layout="transposed")
                     run_case(cnt, op, shape, dim, f64, [(True, False)], thr, g, layout="broadcast")
+        elif sec == "segmented":  # reset=: the segmented runner, float and integer kernels
+            for shape, dim in SEG_SHAPES:
+                for op in OPS:
+                    for dt in (f32, f64):
+                        run_case(cnt, op, shape, dim, dt, FLAGS, thr, g, layout="reset")
+                    if i32 in TAKES.get(op, (i32,)):
+                        run_case(cnt, op, shape, dim, i32, [(True, False)], thr, g, layout="reset")
+                    run_case(cnt, op, shape, dim, f32, [(False, True)], thr, g, layout="reset-broadcast")
         elif sec == "backward":  # the fused backward scans
             for shape, dim in SHAPES:
                 for dt in (f32, f64):
