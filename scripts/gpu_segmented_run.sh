@@ -9,6 +9,8 @@
 #   ab        output hashes of both libraries on one case set without segments (bench/ab_bits.py:
 #             the unsegmented kernels must not change a bit)
 #   bench     bench/bench_segmented.py on CUDA
+#   sanitize  compute-sanitizer's four tools over test/sanitize_segmented_cases.py (every path of
+#             the segmented kernels; memcheck on all cases, the others on the subset)
 #   fuzz      the CUDA fuzz with a fixed seed, and the complex128 look-back case of seed
 #             688027910 (case 2316) replayed on both libraries
 # Usage (device tool): bash scripts/gpu_segmented_run.sh   (carry: ["carry"])
@@ -45,6 +47,16 @@ fi
 want bench && step bench_segmented "${BENCH_SECS:-150}" env SCANOPS_LIBRARY=$CUR python3 bench/bench_segmented.py \
   --device cuda --elems "${BENCH_ELEMS:-67108864}" --reps 3 --md "$OUT/bench_segmented.md" \
   --json "$OUT/bench_segmented.json"
+if want sanitize; then
+  for tool in ${SANITIZE_TOOLS:-memcheck racecheck synccheck initcheck}; do
+    subset=$([ $tool = memcheck ] && echo 0 || echo 1)
+    step "sanitize_$tool" "${SANITIZE_SECS:-150}" bash -c "SCANOPS_LIBRARY=$CUR SCANOPS_SANITIZE_SUBSET=$subset \
+      compute-sanitizer --tool $tool --print-limit 100000 --show-backtrace no python3 \
+      test/sanitize_segmented_cases.py > /tmp/san_$tool.full 2>&1; \
+      grep -E 'ERROR SUMMARY|mismatches|MISMATCH' /tmp/san_$tool.full | head -5; \
+      grep -E '^=========     at ' /tmp/san_$tool.full | sort | uniq -c | sort -rn | head -5"
+  done
+fi
 if want fuzz; then
   step fuzz_cuda 120 env SCANOPS_LIBRARY=$CUR python3 test/fuzz/fuzz_ops.py --seed 101 --device cuda \
     --seconds 90

@@ -9,51 +9,47 @@
 //     elements, read backwards for a reverse scan (each row then comes in its own scan
 //     order). A row's first element in scan order is a head of that sequence, whose state is
 //     combine(start(initial), x) where the row has an initial value: so the sequence needs
-//     nothing from before a row. A warp walks a chunk of the sequence in tiles of 32 * K
-//     elements: loaded warp-striped (coalesced) into shared memory, each lane folds K
-//     consecutive elements, a warp scan (heads as ballots) gives each lane its prefix, the
-//     lane rescans its elements, and the results leave warp-striped.
-//       outer >= kRowAlignedWarpsPerSM rows per SM: chunks of whole rows, one launch.
-//       Otherwise chunks of whole tiles: the chunk totals (first launch), their exclusive
-//       scan into carries (second), the rescan from the carries (third).
+//     nothing from before a row. One launch (flat_kernel, namespace flat below): blocks of
+//     256 threads scan tiles of 256 * K elements (vector loads and stores through a shared-
+//     memory transpose, the reset read as bits, 16 bytes at a time), chunks of a few tiles
+//     chained by a deterministic decoupled look-back; a chunk whose first element is a head
+//     needs no carry and reads its elements once, any other reduces them first (a second
+//     read, from L2).
 //   inner > 1 (columns): a thread per (outer index, chunk of positions, column), the column
 //     fastest among consecutive threads (coalesced loads), walking its positions with K
 //     elements loaded ahead (walk_batched).
 //       outer * inner >= kColumnLinesPerSM lines per SM, or short lines: whole lines, one
 //       launch. Otherwise lines are cut into chunks, at most kColumnThreadsPerSM threads per
-//       SM (one round of resident threads): totals, carries, rescan as for rows.
+//       SM (one round of resident threads): the chunk totals (first launch), their exclusive
+//       scan into carries (second), the rescan from the carries (third).
 //
-// Carries (the state a chunk continues from) come from the totals of its line by one thread
-// per line (up to kSerialCarries chunks a line) or by a block per line with a block scan.
+// Carries of column chunks (the state a chunk continues from) come from the totals of its
+// line by one thread per line (up to kSerialCarries chunks a line) or by a block per line
+// with a block scan.
 //
-// Determinism: no atomics; which elements are combined in which order depends only on the
-// shape and the SM count (the chunking), never on timing.
+// Determinism: no atomics on values (the row kernel hands out chunks by an atomic counter);
+// which elements are combined in which order depends only on the shape and the SM count
+// (the chunking), never on timing.
 //
-// Chunk totals start from their first element, not from identity() combined with it (which
-// is not exact for every combine: 0.0 + -0.0 is 0.0), so a chunk boundary changes the
-// association of a floating fold but never adds an operand.
+// Column chunk totals start from their first element, not from identity() combined with it
+// (which is not exact for every combine: 0.0 + -0.0 is 0.0), so a chunk boundary changes the
+// association of a floating fold but never adds an operand. The row tiles combine identity()
+// into a tile's total where the tile holds no head (a block scan's carry, elements past the
+// sequence's end), as the unsegmented row kernels do: a sign of zero may differ there.
 #pragma once
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
+#include <type_traits>
 
 #include "ops/cuda/block_scan.cuh"
 #include "ops/cuda/common.cuh"
+#include "ops/cuda/lookback.cuh"
 #include "ops/cuda/segmented.h"
 
 namespace scanops::cuda {
 namespace seg {
-
-// Rows: 8 warps a block, 4 blocks per SM; the chunk count targets one chunk per resident warp.
-constexpr int kRowWarps = 8;
-constexpr int kRowThreads = kRowWarps * kWarpSize;
-constexpr int kRowBlocksPerSM = 4;
-constexpr int64_t kRowWarpsPerSM = kRowWarps * kRowBlocksPerSM;
-// At least this many rows per SM: a warp per run of whole rows, no carries (one read of the
-// input instead of two).
-constexpr int64_t kRowAlignedWarpsPerSM = 16;
-// A flat chunk holds at least this many tiles (fewer: not worth the extra launches).
-constexpr int64_t kRowMinTiles = 4;
 
 // Columns: blocks of 256 threads, 4 blocks per SM (K loads in flight per thread).
 constexpr int kColumnThreads = 256;
@@ -66,8 +62,7 @@ constexpr int64_t kColumnMinChunk = 32;     // positions a chunk holds, at least
 constexpr int64_t kSerialCarries = 32;
 constexpr int kCarryThreads = 256;
 
-// Elements a column thread loads ahead, a lane takes per row tile: about kBytes bytes of
-// states, a power of two <= 16 (a lane's head bits then lie in one 32-bit ballot).
+// Elements a column thread loads ahead: about kBytes bytes of states, a power of two <= 16.
 template <class C, int kBytes>
 constexpr int items() {
   constexpr int b = static_cast<int>(sizeof(typename C::state_t));
@@ -75,9 +70,6 @@ constexpr int items() {
   return k >= 16 ? 16 : k >= 8 ? 8 : k >= 4 ? 4 : k >= 2 ? 2 : 1;
 }
 constexpr int kColumnBytes = 64;
-// The row kernel keeps a tile's elements twice (striped, then blocked) beside its cursor: 64
-// bytes of states spilled registers under its 64-register budget (4 blocks per SM).
-constexpr int kRowBytes = 32;
 
 template <class C, class in_t, class out_t>
 using Args = SegmentedArgs<C, in_t, out_t>;
@@ -369,257 +361,799 @@ void launch_columns(const Args<C, in_t, out_t>& a, const LaunchContext& ctx) {
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
-// ---- rows (inner == 1): warp tiles over the flat sequence --------------------------------
+// ---- rows (inner == 1): block tiles over the flat sequence, one launch ---------------------
+//
+// The flat sequence of n = outer * length elements (element e = o * length + l of the
+// tensor) is cut into memory tiles of kTile = 256 * K elements (tile T: [T * kTile, ...),
+// only the last one partial), visited in scan order (descending for a reverse scan), and the
+// tiles into chunks of chunk_tiles consecutive tiles in scan order. Companions (reset, mask,
+// coefficients) are read dense in the flat sequence: one not laid out so (broadcast, strided)
+// is first copied into scratch in that layout (densify), so that every row problem takes the
+// same kernel and its results do not depend on the companions' layout, bit for bit. A block
+// takes chunks in order from an atomic counter (an index, never a value) and:
+//   - where the chunk's first element in scan order is a head (a row's first, or reset; the
+//     sequence's first always), it needs no carry: it scans its tiles once, carrying the
+//     state from tile to tile, and publishes the state after its last as its inclusive
+//     prefix;
+//   - otherwise it reduces the chunk (a first read: each warp folds a contiguous eighth of
+//     it, K consecutive elements per lane loaded as vectors, a warp scan of the lanes' folds,
+//     one barrier for the eight warps'), finds its carry by a look-back over the chunks
+//     before it, then scans its tiles from the carry (a second read, from L2: a chunk is
+//     ~32 KB of input, asked of L2 first).
+// A scan tile: warp-striped vector loads of the input (and coefficients) through a padded
+// shared-memory transpose into K consecutive elements per thread, the thread's head bits
+// from K bytes of the reset loaded at once and its row starts from one division, the thread
+// folds its elements from its last head, a block scan (heads as ballots) gives each thread
+// its prefix, the thread rescans its elements into the transpose buffer, and the results
+// leave as striped vector stores. Elements past the sequence's end lift to identity()
+// (`keep` bits) instead of branching per element. Offsets inside a tile are 32-bit, tile and
+// element offsets 64-bit.
+//
+// Look-back (deterministic, as lookback.cuh): a chunk publishes its aggregate A (with
+// SegmentedCombine's head flag), reads its predecessors' published states until the nearest
+// "complete" one, and folds them left to right from it; it publishes its inclusive prefix
+// I = combine(P, A). Complete: an inclusive prefix, or an aggregate that holds a head (its
+// inclusive prefix is the aggregate itself, bit for bit: combine(f, g) = g when g holds a
+// head; such a chunk publishes it as inclusive at once). Whichever complete state a walk
+// meets, the fold gives the same bits, so the carries depend only on the shape (the
+// chunking), never on timing. A 4-byte state shares one 64-bit status word with its flag
+// and head bit (one L2 round trip per read); wider ones keep a flag and two state arrays.
+namespace flat {
 
-// The flat sequence: scan index q = 0 .. n - 1 is element e = q (e = n - 1 - q for a reverse
-// scan) of the tensor, i.e. (o, l) = (e / length, e % length). Chunk c holds q in
-// [c * chunk_len, min(n, (c + 1) * chunk_len)).
-struct RowGeom {
-  int64_t n;
-  int64_t chunk_len;
-  int64_t chunks;
-  // A lane's next striped element is 32 scan indices on: 32 = step_o * length + step_l.
-  int64_t step_o, step_l;
-  // What the offsets add then (forward; a reverse scan subtracts): `step` where l does not
-  // wrap past the row's end, step + wrap where it does (wrap = so - length * sl).
-  Offsets step, wrap;
+constexpr int kThreads = 256;
+constexpr int kWarps = kThreads / kWarpSize;
+
+// The element the transpose carries: the input, or (arity 2) the coefficient and the input.
+// Lifted (masked, positioned) only once each thread holds its consecutive elements.
+template <class in_t>
+struct Pair {
+  in_t a, x;
 };
+template <class C, class in_t>
+using elem_t = std::conditional_t<C::arity == 2, Pair<in_t>, in_t>;
 
-// A lane's cursor: its striped element's offsets and row o. Past the sequence's end it may
-// leave the tensor: it is then never read.
-struct RowCursor {
-  Offsets at;
-  int64_t o;
-  template <class C>
-  __device__ __forceinline__ void advance(const RowGeom& g, int64_t length, bool reverse) {
-    if (!reverse) {
-      o += g.step_o;
-      step_offsets<C>(at, g.step);
-      if (at.l >= length) {
-        at.l -= length;
-        ++o;
-        step_offsets<C>(at, g.wrap);
-      }
-    } else {
-      o -= g.step_o;
-      Offsets back = g.step;
-      back.e = -back.e;
-      back.l = -back.l;
-      back.reset = -back.reset;
-      back.mask = -back.mask;
-      back.coeff = -back.coeff;
-      step_offsets<C>(at, back);
-      if (at.l < 0) {
-        at.l += length;
-        --o;
-        back = g.wrap;
-        back.l = 0;
-        back.e = 0;
-        back.reset = -back.reset;
-        back.mask = -back.mask;
-        back.coeff = -back.coeff;
-        step_offsets<C>(at, back);
-      }
-    }
-  }
-};
+constexpr int pow2_below(int v) { return v <= 1 ? 1 : 2 * pow2_below(v / 2); }
 
-// kWrite false: totals[c] = chunk c's total (from its first element). kWrite true: chunk c
-// walked from carries[c] (nullptr: chunks of whole rows, which need none) and written.
-template <bool kWrite, class C, class in_t, class out_t>
-__global__ void __launch_bounds__(kRowThreads, kRowBlocksPerSM)
-    rows_kernel(const Args<C, in_t, out_t> a, const RowGeom g, SegState<C>* totals,
-                const SegState<C>* carries) {
-  using state_t = typename C::state_t;
-  constexpr int K = items<C, kRowBytes>();
-  constexpr int kTile = kWarpSize * K;
-  constexpr int kPadded = kTile + K;  // a state of padding every 32 (bank conflicts)
-  __shared__ RawArray<state_t, kRowWarps * kPadded> shared;
-  __shared__ unsigned shared_heads[kRowWarps][K];  // the tile's head ballots
-  const int lane = threadIdx.x % kWarpSize;
-  const int warp = threadIdx.x / kWarpSize;
-  state_t* sm = &shared[warp * kPadded];
-  unsigned* sm_heads = shared_heads[warp];
-  // Slot of element p of the tile: p + p / 32. Striped element lane + 32 m sits at
-  // lane + 33 m, blocked element base + t at blocked + t.
-  const int base = lane * K;  // the lane's first element of a tile, in blocked order
-  const int blocked = base + base / kWarpSize;
-  const int64_t length = a.length;
-  const int64_t de = a.reverse ? -kWarpSize : kWarpSize;  // e from one striped element to the next
-
-  const int64_t warps = static_cast<int64_t>(gridDim.x) * kRowWarps;
-  for (int64_t c = static_cast<int64_t>(blockIdx.x) * kRowWarps + warp; c < g.chunks;
-       c += warps) {
-    const int64_t q0 = c * g.chunk_len;
-    const int64_t q1 = std::min(g.n, q0 + g.chunk_len);
-    RowCursor cur;
-    {
-      const int64_t q = std::min(q0 + lane, g.n - 1);  // (a lane past the end reads nothing)
-      const int64_t e = a.reverse ? g.n - 1 - q : q;
-      cur.o = e / length;
-      cur.at = offsets_of(a, cur.o, e - cur.o * length, 0);
-    }
-    // The state before the tile: the chunk's carry (kWrite), or, for a total, nothing before
-    // the first tile (has_carry false) and the fold so far after it, its head flag whether
-    // the fold holds a head.
-    SegState<C> carry = SegmentedCombine<C>::identity();
-    if constexpr (kWrite) {
-      if (carries != nullptr) carry = carries[c];
-    }
-    bool has_carry = kWrite;
-    for (int64_t qt = q0; qt < q1; qt += kTile) {
-      const int count = static_cast<int>(std::min<int64_t>(kTile, q1 - qt));
-      const int64_t e_tile = cur.at.e;  // the lane's first striped element of the tile
-      // Striped load: lane j takes elements j, j + 32, ... of the tile, all loads issued
-      // before the first is used. A row's first element in scan order is a head; with an
-      // initial value its state is combine(start(initial), x), and an exclusive scan's
-      // output there, start(initial), is written now (`written`: the store below skips it).
-      state_t x[K];
-      bool h[K];
-      unsigned written = 0;
-#pragma unroll
-      for (int m = 0; m < K; ++m) {
-        h[m] = false;
-        if (lane + m * kWarpSize < count) {
-          x[m] = lift_at(a, cur.at);
-          const bool first = a.reverse ? cur.at.l == length - 1 : cur.at.l == 0;
-          if (first) {
-            h[m] = true;
-            if (a.initial != nullptr) {
-              const state_t st = C::template start<out_t>(a.initial[cur.o]);
-              x[m] = C::combine(st, x[m]);
-              if constexpr (kWrite) {
-                if (a.exclusive) {
-                  write_at(a, cur.at.e, st);
-                  written |= 1u << m;
-                }
-              }
-            }
-          } else {
-            h[m] = a.reset[cur.at.reset];
-          }
-        }
-        cur.advance<C>(g, length, a.reverse);
-      }
-#pragma unroll
-      for (int m = 0; m < K; ++m) {
-        const int p = lane + m * kWarpSize;
-        if (p < count) sm[lane + m * (kWarpSize + 1)] = x[m];
-        const unsigned hb = __ballot_sync(kFullMask, h[m]);
-        if (lane == m) sm_heads[m] = hb;
-      }
-      __syncwarp();
-      // Blocked: the lane's elements base .. base + K - 1 (nl of them in the tile), their
-      // head bits those of ballot base / 32 from bit base % 32 on.
-      const int nl = std::max(0, std::min(K, count - base));
-      const unsigned bits =
-          (sm_heads[base / kWarpSize] >> (base % kWarpSize)) & ((1u << K) - 1u);
-      state_t y[K];
-#pragma unroll
-      for (int t = 0; t < K; ++t) {
-        if (t < nl) y[t] = sm[blocked + t];
-      }
-      // The lane's fold from its last head (all of it if none); identity() for a lane past
-      // the tile's end (it follows every lane with elements, so none of them sees it).
-      state_t agg = C::identity();
-#pragma unroll
-      for (int t = 0; t < K; ++t) {
-        if (t < nl) agg = (t == 0 || ((bits >> t) & 1u)) ? y[t] : C::combine(agg, y[t]);
-      }
-      const unsigned heads = __ballot_sync(kFullMask, bits != 0);
-      const state_t inc = warp_inclusive_scan<C>(agg, heads, lane);
-      const bool seen = (heads & lanemask_le(lane)) != 0;
-      const state_t after = (seen || !has_carry) ? inc : C::combine(carry.s, inc);
-      const state_t before = shfl_up(after, 1);
-      if constexpr (kWrite) {
-        // Rescan from the state before the lane's elements (lane 0: the carry, always there
-        // in a written chunk), results into the lane's own slots.
-        state_t r = lane == 0 ? carry.s : before;
-#pragma unroll
-        for (int t = 0; t < K; ++t) {
-          if (t < nl) {
-            state_t out;
-            if ((bits >> t) & 1u) {
-              out = C::identity();  // exclusive at a head
-              r = y[t];
-            } else {
-              out = r;
-              r = C::combine(r, y[t]);
-            }
-            if (!a.exclusive) out = r;
-            sm[blocked + t] = out;
-          }
-        }
-        __syncwarp();
-        // Striped store.
-        int64_t e = e_tile;
-#pragma unroll
-        for (int m = 0; m < K; ++m) {
-          const int p = lane + m * kWarpSize;
-          if (p < count && !((written >> m) & 1u)) {
-            write_at(a, e, sm[lane + m * (kWarpSize + 1)]);
-          }
-          e += de;
-        }
-      }
-      carry.s = shfl_idx(after, (count - 1) / K);
-      carry.head = (has_carry && carry.head) || heads != 0;
-      has_carry = true;
-      __syncwarp();  // the tile's shared slots are read before the next tile overwrites them
-    }
-    if constexpr (!kWrite) {
-      if (lane == 0) totals[c] = carry;
-    }
-  }
+// Elements per thread: about 64 bytes of held elements (each in a register of its own, so
+// at least 4 bytes counted) and at most 128 bytes of lowered results per thread in the
+// transpose buffer, a multiple of both vector widths, 2 .. 32 (the head bits are one word).
+template <class C, class in_t, class out_t>
+constexpr int items() {
+  using E = elem_t<C, in_t>;
+  using L = typename OutputSink<C, out_t>::lowered_t;
+  constexpr int e = sizeof(E) < 4 ? 4 : static_cast<int>(sizeof(E));
+  constexpr int a = 64 / e;
+  constexpr int b = 128 / static_cast<int>(sizeof(L));
+  constexpr int v = pow2_below(a < b ? a : b);
+  constexpr int vi = vec_width<in_t>(), vo = vec_width<out_t>();
+  constexpr int lo = vi > vo ? vi : vo;
+  constexpr int k = v < lo ? lo : v;
+  return k < 2 ? 2 : k > 32 ? 32 : k;
 }
 
-// What a companion's offset adds when its element moves on by 32 scan indices (forward).
-inline void row_steps(const SegStrides& s, int64_t length, const RowGeom& g, int64_t& step,
-                      int64_t& wrap) {
-  step = g.step_o * s.so + g.step_l * s.sl;
-  wrap = s.so - length * s.sl;
+// Resident blocks the register budget must allow: 4 (64 registers) for states of <= 8 bytes
+// with their head flag, else 2.
+template <class C>
+constexpr int min_blocks() {
+  return sizeof(SegState<C>) <= 8 ? 4 : 2;
 }
 
 template <class C, class in_t, class out_t>
-void launch_rows(const Args<C, in_t, out_t>& a, const LaunchContext& ctx) {
-  constexpr int64_t kTile = int64_t{kWarpSize} * items<C, kRowBytes>();
-  RowGeom g;
-  g.n = a.outer * a.length;
-  g.step_o = kWarpSize / a.length;
-  g.step_l = kWarpSize % a.length;
-  g.step.e = kWarpSize;
-  g.step.l = g.step_l;
-  g.wrap.e = 0;
-  g.wrap.l = 0;  // (advance subtracts length itself)
-  row_steps(a.reset_at, a.length, g, g.step.reset, g.wrap.reset);
-  row_steps(a.mask_at, a.length, g, g.step.mask, g.wrap.mask);
-  row_steps(a.coeff_at, a.length, g, g.step.coeff, g.wrap.coeff);
-  const int64_t target = ctx.sms * kRowWarpsPerSM;
-  bool whole_rows = false;
-  if (a.outer >= ctx.sms * kRowAlignedWarpsPerSM) {
-    const int64_t rows = ceil_div(a.outer, target);
-    g.chunk_len = rows * a.length;
-    whole_rows = true;
+struct Params {
+  const in_t* in;
+  const in_t* coeff;  // arity 2
+  const bool* mask;   // nullptr: none
+  const bool* reset;
+  OutputSink<C, out_t> dst;  // values, indices, initial values
+  int64_t n, outer, length;
+  int64_t tiles, chunk_tiles, chunks;
+  FastDiv32 by_length;  // narrow only
+  bool narrow;          // n < 2^31: positions by FastDiv32
+  bool exclusive, reverse;
+};
+
+template <class C>
+struct Status {
+  unsigned long long* counter = nullptr;  // nullptr: a single chunk, no look-back
+  unsigned long long* words = nullptr;    // packed (4-byte states)
+  unsigned* flags = nullptr;              // unpacked
+  SegState<C>* aggregate = nullptr;
+  SegState<C>* inclusive = nullptr;
+};
+
+template <class C>
+constexpr bool kPacked = sizeof(typename C::state_t) == 4;
+constexpr unsigned kHeadBit = 4;  // in a packed word's flag half: the state holds a head
+
+__device__ __forceinline__ int slot(int e) { return e + (e >> 5); }  // padded: one per 32
+
+// 4 bytes of bools (any nonzero byte true) as bits 0..3, byte i -> bit i.
+__device__ __forceinline__ unsigned nibble(unsigned w) {
+  return (((__vcmpne4(w, 0u) & 0x01010101u) * 0x01020408u) >> 24) & 0xFu;
+}
+
+// K bytes of bools at p (aligned to min(K, 16) bytes) as bits 0 .. K - 1.
+template <int K>
+__device__ __forceinline__ unsigned load_bits(const bool* p) {
+  if constexpr (K == 2) {
+    const unsigned v = *reinterpret_cast<const unsigned short*>(p);
+    return ((v & 0xFFu) != 0 ? 1u : 0u) | ((v >> 8) != 0 ? 2u : 0u);
   } else {
-    const int64_t chunks = std::clamp<int64_t>(ceil_div(g.n, kTile * kRowMinTiles), 1, target);
-    g.chunk_len = ceil_div(ceil_div(g.n, chunks), kTile) * kTile;
+    constexpr int kWords = K / 4;
+    constexpr int kPer = kWords < 4 ? kWords : 4;  // words per load (16 bytes at most)
+    unsigned bits = 0;
+#pragma unroll
+    for (int i = 0; i < kWords; i += kPer) {
+      const auto v = *reinterpret_cast<const Vec<unsigned, kPer>*>(p + 4 * i);
+#pragma unroll
+      for (int u = 0; u < kPer; ++u) bits |= nibble(v.v[u]) << (4 * (i + u));
+    }
+    return bits;
   }
-  g.chunks = ceil_div(g.n, g.chunk_len);
-  const unsigned grid = grid_size(ctx, ceil_div(g.chunks, kRowWarps), kRowBlocksPerSM);
-  if (whole_rows || g.chunks == 1) {
-    rows_kernel<true, C, in_t, out_t><<<grid, kRowThreads, 0, ctx.stream>>>(a, g, nullptr,
-                                                                           nullptr);
-    C10_CUDA_KERNEL_LAUNCH_CHECK();
-    return;
+}
+
+template <int K>
+__device__ __forceinline__ unsigned low_bits(int n) {  // bits 0 .. n - 1, 0 <= n <= K
+  if constexpr (K == 32) {
+    return n >= 32 ? ~0u : (1u << n) - 1u;
+  } else {
+    return (1u << n) - 1u;
   }
-  SegState<C>* t = scratch_states<SegState<C>>(ctx, g.chunks);
-  rows_kernel<false, C, in_t, out_t><<<grid, kRowThreads, 0, ctx.stream>>>(a, g, t, nullptr);
+}
+
+// Bits 0 .. K - 1 reversed (bit i -> bit K - 1 - i).
+template <int K>
+__device__ __forceinline__ unsigned reverse_bits(unsigned b) {
+  const unsigned r = __brev(b);
+  if constexpr (K == 32) {
+    return r;
+  } else {
+    return r >> (32 - K);
+  }
+}
+
+__device__ __forceinline__ bool byte_set(const bool* p, int64_t i) {
+  return reinterpret_cast<const unsigned char*>(p)[i] != 0;
+}
+
+template <class C, class in_t, class out_t, int K>
+struct Tile {
+  using state_t = typename C::state_t;
+  using seg_t = SegState<C>;
+  using SC = SegmentedCombine<C>;
+  using E = elem_t<C, in_t>;
+  using Sink = OutputSink<C, out_t>;
+  using lowered_t = typename Sink::lowered_t;
+  using P = Params<C, in_t, out_t>;
+  using Scan = BlockScan<C, kThreads>;
+  static constexpr int kWarpItems = kWarpSize * K;
+  static constexpr int kTile = kThreads * K;
+  static constexpr int kSlots = kWarpItems + kWarpItems / kWarpSize;
+  static constexpr int VI = vec_width<in_t>();
+  static constexpr int VO = Sink::kVec;
+  static constexpr int VB = K < 16 ? K : 16;  // bytes per head-bit load
+  static_assert(K % VI == 0 && K % VO == 0 && K >= 2 && K <= 32);
+
+  union Exchange {
+    RawArray<E, kSlots> in;
+    RawArray<lowered_t, kSlots> out;
+  };
+  struct Storage {
+    Exchange ex[kWarps];
+    typename Scan::Storage scan;
+    RawArray<seg_t, kWarps> warp_agg;  // the reduce's warp folds
+  };
+
+  // The tile's memory range [lo, lo + nt) of scan-order tile i.
+  static __device__ __forceinline__ void range(const P& p, int64_t i, int64_t& lo, int& nt) {
+    const int64_t t = p.reverse ? p.tiles - 1 - i : i;
+    lo = t * kTile;
+    nt = static_cast<int>(std::min<int64_t>(kTile, p.n - lo));
+  }
+
+  // The element lifted; identity() where not kept (masked off, or past the sequence's end).
+  static __device__ __forceinline__ state_t lift(const E& v, bool keep, int64_t pos) {
+    if (!keep) return C::identity();
+    if constexpr (C::arity == 2) {
+      return C::template lift<in_t>(v.a, v.x);
+    } else if constexpr (C::indexed) {
+      return C::template lift<in_t>(v, pos);
+    } else {
+      return C::template lift<in_t>(v);
+    }
+  }
+
+  // The position along its row of the scan item after one at `pos`.
+  static __device__ __forceinline__ int64_t next_pos(const P& p, int64_t pos) {
+    if (p.reverse) return pos == 0 ? p.length - 1 : pos - 1;
+    return pos + 1 == p.length ? 0 : pos + 1;
+  }
+
+  // A thread's K items: scan item k (k < nv valid) at memory e0 + k (forward) or e0 - k.
+  struct Items {
+    unsigned heads = 0;      // bit k: item k starts a segment (a row's first, or reset)
+    unsigned row_heads = 0;  // bit k: item k is a row's first in scan order
+    unsigned keep = 0;       // bit k: item k is valid and not masked off
+    int64_t l0 = 0;          // item 0's position along its row
+    int64_t j_first = 0;     // the row of the first row start among the items
+  };
+
+  static __device__ __forceinline__ Items items_at(const P& p, int64_t e0, int nv) {
+    Items it;
+    if (nv <= 0) return it;
+    const bool rev = p.reverse;
+    int64_t o0 = 0;
+    if (p.outer == 1) {
+      it.l0 = e0;
+    } else if (p.narrow) {
+      const auto e32 = static_cast<uint32_t>(e0);
+      const uint32_t q = p.by_length.div(e32);
+      o0 = q;
+      it.l0 = static_cast<int64_t>(e32 - q * static_cast<uint32_t>(p.length));
+    } else {
+      o0 = e0 / p.length;
+      it.l0 = e0 - o0 * p.length;
+    }
+    const int64_t l0 = it.l0;
+    // Row starts in scan order: position 0 (forward) or length - 1 (reverse).
+    int64_t k1;
+    if (!rev) {
+      k1 = l0 == 0 ? 0 : p.length - l0;
+      it.j_first = l0 == 0 ? o0 : o0 + 1;
+    } else {
+      k1 = l0 == p.length - 1 ? 0 : l0 + 1;
+      it.j_first = l0 == p.length - 1 ? o0 : o0 - 1;
+    }
+    for (int64_t k = k1; k < nv; k += p.length) it.row_heads |= 1u << k;
+    // Resets: of the item itself (forward) or of the next element in memory (reverse). The
+    // items fill the K-byte block [m0, m0 + K) where nv == K.
+    const int64_t m0 = rev ? e0 - (K - 1) : e0;
+    unsigned rb = 0;
+    if (nv == K && is_aligned<VB>(p.reset + m0)) {
+      const unsigned b = load_bits<K>(p.reset + m0);
+      if (!rev) {
+        rb = b;
+      } else {  // item k needs reset[m0 + K - k]: bit K - k of the block, k >= 1
+        rb = (reverse_bits<K>(b) << 1) & low_bits<K>(K);
+        if (m0 + K < p.n && byte_set(p.reset, m0 + K)) rb |= 1u;
+      }
+    } else {
+#pragma unroll
+      for (int k = 0; k < K; ++k) {
+        const int64_t r = rev ? e0 - k + 1 : e0 + k;
+        if (k < nv && r < p.n && byte_set(p.reset, r)) rb |= 1u << k;
+      }
+    }
+    const unsigned valid = low_bits<K>(nv);
+    it.heads = (rb | it.row_heads) & valid;
+    it.keep = valid;
+    if constexpr (kHasMask<C>) {
+      if (p.mask != nullptr) {
+        if (nv == K && is_aligned<VB>(p.mask + m0)) {
+          const unsigned b = load_bits<K>(p.mask + m0);
+          it.keep = rev ? reverse_bits<K>(b) : b;
+        } else {
+          unsigned b = 0;
+#pragma unroll
+          for (int k = 0; k < K; ++k) {
+            if (k < nv && byte_set(p.mask, rev ? e0 - k : e0 + k)) b |= 1u << k;
+          }
+          it.keep = b;
+        }
+        it.keep &= valid;
+      }
+    }
+    return it;
+  }
+
+  // The fold of the items from their last head (all of them if none), and whether they hold
+  // a head. A row start with an initial value starts its row from start(initial): the fold
+  // from that head is prefixed with it (the rows of the row starts are j_first, j_first +- 1,
+  // ... in scan order).
+  static __device__ __forceinline__ seg_t fold(const P& p, const E (&h)[K], const Items& it) {
+    int64_t pos = it.l0;
+    auto w = Walk<C>::begin(lift(h[0], it.keep & 1u, pos));
+#pragma unroll
+    for (int k = 1; k < K; ++k) {
+      if constexpr (C::indexed) pos = next_pos(p, pos);
+      const state_t x = lift(h[k], (it.keep >> k) & 1u, pos);
+      if ((it.heads >> k) & 1u) {
+        w = Walk<C>::begin(x);
+      } else {
+        w.push(x);
+      }
+    }
+    seg_t r{w.value(), it.heads != 0};
+    if (p.dst.initial != nullptr && it.heads != 0) {
+      const int last = 31 - __clz(static_cast<int>(it.heads));
+      if ((it.row_heads >> last) & 1u) {
+        const int64_t row = it.j_first + (p.reverse ? -1 : 1) * (__popc(it.row_heads) - 1);
+        r.s = C::combine(p.dst.line_start(row), r.s);
+      }
+    }
+    return r;
+  }
+
+  // The aggregate of scan positions [0, len) of a chunk whose memory is [a, a + len), as
+  // SegmentedCombine folds them: warp w folds positions [w, w + 1) * len_w, len_w = steps *
+  // kWarpItems (len <= kWarps * len_w), a warp-tile of K consecutive positions per lane at a
+  // time (loaded as vectors, no transpose), the lanes' folds by a warp scan; warp 0 then
+  // folds the warps'. Block-wide (one barrier); the result is valid in warp 0.
+  static __device__ __forceinline__ seg_t reduce(Storage& st, const P& p, int64_t a, int64_t len,
+                                                 int64_t steps) {
+    const int lane = threadIdx.x % kWarpSize;
+    const int warp = threadIdx.x / kWarpSize;
+    const bool rev = p.reverse;
+    seg_t run = SC::identity();
+#pragma unroll 1
+    for (int64_t s = 0; s < steps; ++s) {
+      const int64_t q0 = (warp * steps + s) * kWarpItems + lane * K;
+      const int nv = static_cast<int>(std::max<int64_t>(0, std::min<int64_t>(K, len - q0)));
+      const int64_t e0 = rev ? a + len - 1 - q0 : a + q0;
+      const int64_t m0 = rev ? e0 - (K - 1) : e0;
+      E h[K];
+      bool vec = nv == K && is_aligned<VI>(p.in + m0);
+      if constexpr (C::arity == 2) vec = vec && is_aligned<VI>(p.coeff + m0);
+      if (vec) {
+        using V = Vec<in_t, VI>;
+        V xv[K / VI];
+        V av[C::arity == 2 ? K / VI : 1];
+#pragma unroll
+        for (int j = 0; j < K / VI; ++j) {
+          xv[j] = *reinterpret_cast<const V*>(p.in + m0 + j * VI);
+          if constexpr (C::arity == 2) av[j] = *reinterpret_cast<const V*>(p.coeff + m0 + j * VI);
+        }
+#pragma unroll
+        for (int m = 0; m < K; ++m) {  // memory element m0 + m is item m (reverse: K - 1 - m)
+          E v;
+          if constexpr (C::arity == 2) {
+            v.a = av[m / VI].v[m % VI];
+            v.x = xv[m / VI].v[m % VI];
+          } else {
+            v = xv[m / VI].v[m % VI];
+          }
+          h[rev ? K - 1 - m : m] = v;
+        }
+      } else {
+#pragma unroll
+        for (int k = 0; k < K; ++k) {
+          h[k] = E{};  // (not kept)
+          if (k < nv) {
+            const int64_t at = rev ? e0 - k : e0 + k;
+            if constexpr (C::arity == 2) {
+              h[k].a = p.coeff[at];
+              h[k].x = p.in[at];
+            } else {
+              h[k] = p.in[at];
+            }
+          }
+        }
+      }
+      const Items it = items_at(p, e0, nv);
+      const seg_t mine = nv > 0 ? fold(p, h, it) : SC::identity();
+      const seg_t tot = shfl_idx(warp_inclusive_scan<SC>(mine, 0u, lane), kWarpSize - 1);
+      run = s == 0 ? tot : SC::combine(run, tot);
+    }
+    if (lane == 0) st.warp_agg[warp] = run;
+    __syncthreads();
+    seg_t agg = SC::identity();
+    if (warp == 0) {
+      const seg_t v = lane < kWarps ? st.warp_agg[lane] : SC::identity();
+      agg = shfl_idx(warp_inclusive_scan<SC>(v, 0u, lane), kWarps - 1);
+    }
+    return agg;
+  }
+
+  // Scans the tile [lo, lo + nt) from `carry` (the state before it; unused where the tile's
+  // first element is a head), writes the results and returns the state after the tile.
+  // Block-wide.
+  static __device__ __forceinline__ state_t scan(Storage& st, const P& p, int64_t lo, int nt,
+                                                 const state_t& carry) {
+    const int lane = threadIdx.x % kWarpSize;
+    const int warp = threadIdx.x / kWarpSize;
+    const int tid = threadIdx.x;
+    const bool rev = p.reverse;
+    const bool full = nt == kTile;
+    const int wq = warp * kWarpItems;  // the warp's first scan position in the tile
+    // (memory offset of the warp's part of a full tile)
+    const int r0 = rev ? kTile - wq - kWarpItems : wq;
+
+    // Striped loads into the warp's buffer, each thread then takes K consecutive items.
+    E* xb = &st.ex[warp].in[0];
+    __syncwarp();  // the previous tile's reads of the buffer are done
+    bool vec_in = full && is_aligned<VI>(p.in + lo);
+    if constexpr (C::arity == 2) vec_in = vec_in && is_aligned<VI>(p.coeff + lo);
+    if (vec_in) {
+      using V = Vec<in_t, VI>;
+      V xv[K / VI];
+      V av[C::arity == 2 ? K / VI : 1];
+#pragma unroll
+      for (int j = 0; j < K / VI; ++j) {
+        const int64_t at = lo + r0 + (j * kWarpSize + lane) * VI;
+        xv[j] = *reinterpret_cast<const V*>(p.in + at);
+        if constexpr (C::arity == 2) av[j] = *reinterpret_cast<const V*>(p.coeff + at);
+      }
+#pragma unroll
+      for (int j = 0; j < K / VI; ++j) {
+#pragma unroll
+        for (int t = 0; t < VI; ++t) {
+          const int u = (j * kWarpSize + lane) * VI + t;
+          E v;
+          if constexpr (C::arity == 2) {
+            v.a = av[j].v[t];
+            v.x = xv[j].v[t];
+          } else {
+            v = xv[j].v[t];
+          }
+          xb[slot(rev ? kWarpItems - 1 - u : u)] = v;
+        }
+      }
+    } else {
+#pragma unroll
+      for (int j = 0; j < K; ++j) {
+        const int u = j * kWarpSize + lane;
+        const int q = wq + u;
+        if (q < nt) {
+          const int64_t at = lo + (rev ? nt - 1 - q : q);
+          E v;
+          if constexpr (C::arity == 2) {
+            v.a = p.coeff[at];
+            v.x = p.in[at];
+          } else {
+            v = p.in[at];
+          }
+          xb[slot(u)] = v;
+        }
+      }
+    }
+    // The thread's items: scan positions tid * K + k of the tile.
+    const int nv = std::max(0, std::min(K, nt - tid * K));
+    const int64_t e0 = rev ? lo + nt - 1 - tid * K : lo + tid * K;
+    const Items it = items_at(p, e0, nv);
+    __syncwarp();
+    E h[K];
+#pragma unroll
+    for (int k = 0; k < K; ++k) h[k] = xb[slot(lane * K + k)];
+    // (items past the tile's end: kept 0, so identity(); no head)
+    const seg_t mine = fold(p, h, it);
+    state_t total;
+    const state_t before = Scan::exclusive_scan(
+        st.scan, mine.head, mine.s, [&](const state_t&) { return carry; }, total);
+
+    // The rescan from `before`, results into the buffer (the block scan's barriers ordered
+    // the reads of the held elements before these writes), then striped stores.
+    lowered_t* ob = &st.ex[warp].out[0];
+    const bool init = p.dst.initial != nullptr;
+    const int64_t dir = rev ? -1 : 1;
+    auto w = Walk<C>::begin(before);
+    int64_t pos = it.l0;
+    int64_t row = it.j_first;
+    state_t s_next = C::identity();
+    if (init && it.row_heads != 0) s_next = p.dst.line_start(row);
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+      const state_t x = lift(h[k], (it.keep >> k) & 1u, pos);
+      if constexpr (C::indexed) pos = next_pos(p, pos);
+      const bool head = (it.heads >> k) & 1u;
+      lowered_t y{};
+      if (init && head && ((it.row_heads >> k) & 1u)) {  // the row's start, then the item
+        const state_t s = s_next;
+        if ((it.row_heads >> k) >> 1) {
+          row += dir;
+          s_next = p.dst.line_start(row);
+        }
+        if (p.exclusive) y = Sink::lower(s);
+        w = Walk<C>::begin(s);
+        w.push(x);
+      } else {
+        if (p.exclusive) y = Sink::lower(head ? C::identity() : w.value());
+        if (head) {
+          w = Walk<C>::begin(x);
+        } else {
+          w.push(x);
+        }
+      }
+      if (!p.exclusive) y = Sink::lower(w.value());
+      ob[slot(lane * K + k)] = y;
+    }
+    __syncwarp();
+    if (full && p.dst.vec_ok(lo)) {
+#pragma unroll
+      for (int j = 0; j < K / VO; ++j) {
+        const int u = (j * kWarpSize + lane) * VO;
+        lowered_t v[VO];
+#pragma unroll
+        for (int t = 0; t < VO; ++t) v[t] = ob[slot(rev ? kWarpItems - 1 - (u + t) : u + t)];
+        p.dst.template put_vec<false>(lo + r0 + u, v);
+      }
+    } else {
+#pragma unroll
+      for (int j = 0; j < K; ++j) {
+        const int u = j * kWarpSize + lane;
+        const int q = wq + u;
+        if (q < nt) p.dst.put(lo + (rev ? nt - 1 - q : q), ob[slot(u)]);
+      }
+    }
+    return total;
+  }
+};
+
+// ---- the look-back over chunks (warp 0) ----
+
+template <class C>
+__device__ __forceinline__ void publish(const Status<C>& s, int64_t c, unsigned flag,
+                                        const SegState<C>& v) {
+  if constexpr (kPacked<C>) {
+    unsigned bits;
+    memcpy(&bits, &v.s, 4);
+    const unsigned hi = flag | (v.head ? kHeadBit : 0u);
+    detail::store_relaxed(s.words + c, (static_cast<unsigned long long>(hi) << 32) | bits);
+  } else {
+    detail::store_cg((flag == kInclusive ? s.inclusive : s.aggregate) + c, v);
+    detail::store_release(s.flags + c, flag);
+  }
+}
+
+constexpr int kReads = 4;  // predecessors per lane per round
+constexpr int kWindow = kReads * kWarpSize;
+constexpr int kHistory = 2 * kWindow;
+
+// Called by the 32 lanes of warp 0 of chunk c >= 1 with its aggregate: publishes it (as
+// inclusive where it holds a head), walks back to the nearest complete predecessor, folds
+// what it read left to right from there, publishes the inclusive prefix (if not yet) and
+// returns the state before the chunk in every lane.
+template <class C>
+__device__ __forceinline__ SegState<C> look_back(const Status<C>& s, SegState<C>* hist,
+                                                 int64_t c, const SegState<C>& agg) {
+  using seg_t = SegState<C>;
+  using SC = SegmentedCombine<C>;
+  const int lane = threadIdx.x % kWarpSize;
+  if (lane == 0) publish(s, c, agg.head ? kInclusive : kAggregate, agg);
+  int depth = 0;
+  for (;;) {
+    unsigned flag[kReads];
+    seg_t v[kReads];
+    if constexpr (kPacked<C>) {
+      unsigned long long w[kReads];
+#pragma unroll
+      for (int u = 0; u < kReads; ++u) {
+        const int64_t j = c - 1 - depth - (u * kWarpSize + lane);
+        w[u] = j >= 0 ? detail::load_relaxed(s.words + j)
+                      : static_cast<unsigned long long>(kInclusive) << 32;
+      }
+#pragma unroll
+      for (int u = 0; u < kReads; ++u) {
+        const int64_t j = c - 1 - depth - (u * kWarpSize + lane);
+        while (((w[u] >> 32) & 3u) == kEmpty) w[u] = detail::load_relaxed(s.words + j);
+        const auto hi = static_cast<unsigned>(w[u] >> 32);
+        flag[u] = hi & 3u;
+        const auto bits = static_cast<unsigned>(w[u]);
+        v[u].s = C::identity();
+        if (j >= 0) memcpy(&v[u].s, &bits, 4);
+        v[u].head = (hi & kHeadBit) != 0;
+      }
+    } else {
+#pragma unroll
+      for (int u = 0; u < kReads; ++u) {
+        const int64_t j = c - 1 - depth - (u * kWarpSize + lane);
+        flag[u] = j >= 0 ? detail::load_acquire(s.flags + j) : kInclusive;
+      }
+#pragma unroll
+      for (int u = 0; u < kReads; ++u) {
+        const int64_t j = c - 1 - depth - (u * kWarpSize + lane);
+        v[u] = SC::identity();
+        if (j >= 0) {
+          while (flag[u] == kEmpty) flag[u] = detail::load_acquire(s.flags + j);
+          v[u] = detail::load_cg((flag[u] == kInclusive ? s.inclusive : s.aggregate) + j);
+        }
+      }
+    }
+    // The nearest complete predecessor of the round, if any: the walk stops there.
+    int stop = kWindow - 1;
+    bool found = false;
+#pragma unroll
+    for (int u = 0; u < kReads; ++u) {
+      const unsigned done = __ballot_sync(kFullMask, flag[u] == kInclusive || v[u].head);
+      if (!found && done != 0) {
+        stop = u * kWarpSize + __ffs(static_cast<int>(done)) - 1;
+        found = true;
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kReads; ++u) {
+      const int d = u * kWarpSize + lane;
+      if (d <= stop) hist[depth + d] = v[u];
+    }
+    depth += stop + 1;
+    if (found) break;
+    if (depth + kWindow > kHistory) depth = 0;  // start again from the nearest predecessor
+  }
+  __syncwarp();
+  seg_t prefix = SC::identity();
+  if (lane == 0) prefix = fold_left<SC>(depth, [&](int d) { return hist[d]; });
+  prefix = shfl_idx(prefix, 0);
+  __syncwarp();  // the history is read before a later chunk of this block writes it
+  if (!agg.head && lane == 0) publish(s, c, kInclusive, SC::combine(prefix, agg));
+  return prefix;
+}
+
+template <class C, class in_t, class out_t>
+__global__ void __launch_bounds__(kThreads, min_blocks<C>())
+    flat_kernel(const __grid_constant__ Params<C, in_t, out_t> p,
+                const __grid_constant__ Status<C> s) {
+  constexpr int K = items<C, in_t, out_t>();
+  using T = Tile<C, in_t, out_t, K>;
+  using state_t = typename C::state_t;
+  using seg_t = SegState<C>;
+  using SC = SegmentedCombine<C>;
+  __shared__ typename T::Storage storage;
+  __shared__ RawArray<seg_t, kHistory> hist;
+  __shared__ RawArray<state_t, 1> carry_slot;
+  __shared__ int64_t next_chunk;
+  constexpr int64_t kTile = T::kTile;
+
+  for (int64_t c = blockIdx.x;;) {
+    if (s.counter != nullptr) {  // chunks in the order blocks take them
+      if (threadIdx.x == 0) next_chunk = static_cast<int64_t>(atomicAdd(s.counter, 1ull));
+      __syncthreads();  // (the previous chunk's barriers ordered the reads of next_chunk)
+      c = next_chunk;
+    }
+    if (c >= p.chunks) break;  // uniform
+    const int64_t i0 = c * p.chunk_tiles;
+    const int64_t i1 = std::min(p.tiles, i0 + p.chunk_tiles);
+    // The chunk's memory [a, b), asked of L2 first (all its loads in flight, not a tile's).
+    const int64_t a = (p.reverse ? p.tiles - i1 : i0) * kTile;
+    const int64_t b = std::min(p.n, (p.reverse ? p.tiles - i0 : i1) * kTile);
+    prefetch_l2_range(p.in + a, (b - a) * static_cast<int64_t>(sizeof(in_t)), threadIdx.x,
+                      kThreads);
+    prefetch_l2_range(p.reset + a, b - a, threadIdx.x, kThreads);
+    if constexpr (C::arity == 2) {
+      prefetch_l2_range(p.coeff + a, (b - a) * static_cast<int64_t>(sizeof(in_t)), threadIdx.x,
+                        kThreads);
+    }
+    if constexpr (kHasMask<C>) {
+      if (p.mask != nullptr) prefetch_l2_range(p.mask + a, b - a, threadIdx.x, kThreads);
+    }
+    // Whether the chunk's first element in scan order is a head (then it needs no carry).
+    bool lead = c == 0;
+    if (!lead) {
+      const int64_t e = p.reverse ? b - 1 : a;  // (reverse: e + 1 < n, as c > 0)
+      const int64_t l = p.outer == 1 ? e : e % p.length;
+      lead = p.reverse ? l == p.length - 1 : l == 0;
+      if (!lead) lead = byte_set(p.reset, p.reverse ? e + 1 : e);
+    }
+    state_t carry = C::identity();
+    if (!lead) {
+      const seg_t agg = T::reduce(storage, p, a, b - a, p.chunk_tiles);
+      if (threadIdx.x < kWarpSize) {
+        const seg_t prefix = look_back(s, &hist[0], c, agg);
+        if (threadIdx.x == 0) carry_slot[0] = prefix.s;
+      }
+      __syncthreads();
+      carry = carry_slot[0];
+    }
+#pragma unroll 1
+    for (int64_t i = i0; i < i1; ++i) {
+      int64_t lo;
+      int nt;
+      T::range(p, i, lo, nt);
+      carry = T::scan(storage, p, lo, nt, carry);
+    }
+    if (lead && s.counter != nullptr && threadIdx.x == 0) {
+      publish(s, c, kInclusive, seg_t{carry, true});
+    }
+    if (s.counter == nullptr) break;  // a single chunk
+  }
+}
+
+// Whether a companion holds element (o, l) at o * length + l (dense in the flat sequence).
+inline bool flat_dense(const SegStrides& s, int64_t outer, int64_t length) {
+  return (length == 1 || s.sl == 1) && (outer == 1 || s.so == length);
+}
+
+// dst[e] = src[o * so + l * sl] for e = o * length + l < n.
+template <class T>
+__global__ void __launch_bounds__(256)
+    densify_kernel(const T* src, SegStrides st, int64_t length, int64_t n, FastDiv32 by_length,
+                   bool narrow, T* dst) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < n;
+       e += stride) {
+    const int64_t o = narrow ? static_cast<int64_t>(by_length.div(static_cast<uint32_t>(e)))
+                             : e / length;
+    dst[e] = src[o * st.so + (e - o * length) * st.sl];
+  }
+}
+
+// A companion in the flat layout: itself where dense, else a copy in scratch.
+template <class T>
+const T* flat_companion(const LaunchContext& ctx, const T* src, const SegStrides& st,
+                        int64_t outer, int64_t length) {
+  if (flat_dense(st, outer, length)) return src;
+  const int64_t n = outer * length;
+  T* dst = static_cast<T*>(ctx.scratch->allocate(n * static_cast<int64_t>(sizeof(T))));
+  const bool narrow = n <= int64_t{INT32_MAX};
+  const FastDiv32 by_length = narrow ? FastDiv32(static_cast<uint32_t>(length)) : FastDiv32();
+  densify_kernel<T><<<grid_size(ctx, ceil_div(n, 256), 8), 256, 0, ctx.stream>>>(
+      src, st, length, n, by_length, narrow, dst);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
-  launch_carries(a, ctx, t, /*lines=*/1, g.chunks, /*inner=*/1, /*rows=*/true);
-  rows_kernel<true, C, in_t, out_t><<<grid, kRowThreads, 0, ctx.stream>>>(a, g, nullptr, t);
+  return dst;
+}
+
+// Chunks of about this many bytes of input (4 resident blocks per SM; twice at 2).
+constexpr int64_t kChunkBytes = 32768;
+
+template <class C, class in_t, class out_t>
+void launch(const Args<C, in_t, out_t>& a, const LaunchContext& ctx) {
+  constexpr int K = items<C, in_t, out_t>();
+  constexpr int64_t kTile = int64_t{kThreads} * K;
+  Params<C, in_t, out_t> p{};
+  p.n = a.outer * a.length;
+  if (p.n == 0) return;
+  p.in = a.input;
+  p.reset = flat_companion(ctx, a.reset, a.reset_at, a.outer, a.length);
+  p.coeff = nullptr;
+  if constexpr (C::arity == 2) {
+    p.coeff = flat_companion(ctx, a.coeff, a.coeff_at, a.outer, a.length);
+  }
+  p.mask = nullptr;
+  if constexpr (kHasMask<C>) {
+    if (a.mask != nullptr) p.mask = flat_companion(ctx, a.mask, a.mask_at, a.outer, a.length);
+  }
+  // Outputs larger than L2 (several times) take evict-first stores: the chunks' second
+  // reads need L2.
+  constexpr int64_t kStreamingBytes = int64_t{64} << 20;
+  const int64_t out_bytes =
+      p.n * static_cast<int64_t>(sizeof(out_t) + (a.indices != nullptr ? sizeof(int64_t) : 0));
+  p.dst = OutputSink<C, out_t>{a.values, a.indices, out_bytes > kStreamingBytes,
+                               nullptr,  nullptr,   nullptr,
+                               a.initial};
+  p.outer = a.outer;
+  p.length = a.length;
+  p.tiles = ceil_div(p.n, kTile);
+  const int64_t tile_bytes = kTile * static_cast<int64_t>(sizeof(elem_t<C, in_t>));
+  const int64_t chunk_bytes = kChunkBytes * (min_blocks<C>() == 4 ? 1 : 2);
+  p.chunk_tiles = std::max<int64_t>(1, chunk_bytes / tile_bytes);
+  p.chunks = ceil_div(p.tiles, p.chunk_tiles);
+  p.narrow = p.n <= int64_t{INT32_MAX};
+  if (p.narrow) p.by_length = FastDiv32(static_cast<uint32_t>(a.length));
+  p.exclusive = a.exclusive;
+  p.reverse = a.reverse;
+  Status<C> s{};
+  unsigned grid = 1;
+  if (p.chunks > 1) {
+    if constexpr (kPacked<C>) {
+      const int64_t bytes = 16 + 8 * p.chunks;  // the counter, then a word per chunk
+      auto* base = static_cast<unsigned char*>(ctx.scratch->allocate(bytes));
+      C10_CUDA_CHECK(cudaMemsetAsync(base, 0, bytes, ctx.stream));
+      s.counter = reinterpret_cast<unsigned long long*>(base);
+      s.words = reinterpret_cast<unsigned long long*>(base + 16);
+    } else {
+      const int64_t bytes = 16 + 4 * p.chunks;  // the counter, then a flag per chunk
+      auto* base = static_cast<unsigned char*>(ctx.scratch->allocate(bytes));
+      C10_CUDA_CHECK(cudaMemsetAsync(base, 0, bytes, ctx.stream));
+      s.counter = reinterpret_cast<unsigned long long*>(base);
+      s.flags = reinterpret_cast<unsigned*>(base + 16);
+      s.aggregate = scratch_states<SegState<C>>(ctx, p.chunks);
+      s.inclusive = scratch_states<SegState<C>>(ctx, p.chunks);
+    }
+    // One block per resident slot (they take chunks from the counter until none is left).
+    static const int per_sm = [] {
+      int b = 0;
+      if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, flat_kernel<C, in_t, out_t>,
+                                                        kThreads, 0) != cudaSuccess) {
+        (void)cudaGetLastError();
+        b = 0;
+      }
+      return std::max(b, 1);
+    }();
+    grid = static_cast<unsigned>(std::min<int64_t>(p.chunks, ctx.sms * per_sm));
+  }
+  flat_kernel<C, in_t, out_t><<<grid, kThreads, 0, ctx.stream>>>(p, s);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
+}  // namespace flat
 }  // namespace seg
 
 template <class Combine, class in_t, class out_t>
@@ -641,7 +1175,7 @@ void launch_segmented(const SegmentedDeviceProblem& p) {
   a.exclusive = p.flags.exclusive;
   a.reverse = p.flags.reverse;
   if (a.inner == 1) {
-    seg::launch_rows(a, p.ctx);
+    seg::flat::launch(a, p.ctx);
   } else {
     seg::launch_columns(a, p.ctx);
   }
