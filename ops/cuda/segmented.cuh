@@ -352,6 +352,11 @@ void launch_columns(const Args<C, in_t, out_t>& a, const LaunchContext& ctx) {
     return;
   }
   SegState<C>* t = scratch_states<SegState<C>>(ctx, threads);
+  // Zeroed first: the totals are stored field by field where the compiler splits the store,
+  // and loaded whole by the carry pass, whose loads then read padding bytes (a state and a
+  // bool) that nothing wrote (compute-sanitizer initcheck reported them; never used as values).
+  C10_CUDA_CHECK(cudaMemsetAsync(t, 0, threads * static_cast<int64_t>(sizeof(SegState<C>)),
+                                 ctx.stream));
   columns_kernel<false, C, in_t, out_t><<<grid, kColumnThreads, 0, ctx.stream>>>(
       a, chunks, chunk_len, t, nullptr);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
