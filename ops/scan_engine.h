@@ -19,6 +19,7 @@
 #include <tuple>
 
 #include "ops/combine.h"
+#include "ops/segmented.h"
 
 namespace scanops {
 
@@ -95,6 +96,14 @@ struct Segments {
   Companion reset;
   bool defined() const { return reset.defined(); }
 };
+
+// A companion as the segmented walk reads it (ops/segmented.h): its broadcast strides, or the
+// dense layout's (undefined: zeros, never read).
+inline SegStrides segment_strides(const Companion& c, const ScanShape& s) {
+  if (!c.defined()) return {};
+  if (c.strides.in_place) return {c.strides.so, c.strides.sl, c.strides.si};
+  return {s.length * s.inner, s.inner, 1};
+}
 
 // The epilogue of the backward fusions (ScanOperands says which ops use them), non-indexed
 // kinds only. The value written is mul[t] * (value + add[t]):

@@ -30,12 +30,6 @@ constexpr int64_t kMinUnits = 64;          // whole lines when there are at leas
 constexpr int64_t kChunkElements = 1 << 16;  // elements of a unit when lines are cut
 constexpr int64_t kGrainElements = 1 << 15;  // elements a parallel task takes at least
 
-SegStrides strides_of(const Companion& c, const ScanShape& s) {
-  if (!c.defined()) return {};
-  if (c.strides.in_place) return {c.strides.so, c.strides.sl, c.strides.si};
-  return {s.length * s.inner, s.inner, 1};
-}
-
 template <class C, class in_t, class out_t>
 struct SegRunner {
   using Args = SegmentedArgs<C, in_t, out_t>;
@@ -95,11 +89,11 @@ struct SegRunner {
     Args a;
     a.input = d.input;
     a.coeff = d.coeff;
-    a.coeff_at = strides_of(p.in.coeff, p.shape);
+    a.coeff_at = segment_strides(p.in.coeff, p.shape);
     a.mask = d.mask;
-    a.mask_at = strides_of(p.in.mask, p.shape);
+    a.mask_at = segment_strides(p.in.mask, p.shape);
     a.reset = p.segments.reset.t.const_data_ptr<bool>();
-    a.reset_at = strides_of(p.segments.reset, p.shape);
+    a.reset_at = segment_strides(p.segments.reset, p.shape);
     a.values = d.values;
     a.indices = d.indices;
     a.initial = d.initial;

@@ -64,11 +64,6 @@ constexpr bool is_instantiated() {
 }
 
 CompanionLayout layout(const BroadcastStrides& s) { return {s.in_place, s.so, s.sl, s.si}; }
-SegStrides seg_strides(const Companion& c, const ScanShape& s) {
-  if (!c.defined()) return {};
-  if (c.strides.in_place) return {c.strides.so, c.strides.sl, c.strides.si};
-  return {s.length * s.inner, s.inner, 1};
-}
 
 template <class Combine, class in_t, class out_t>
 struct CudaRunner {
@@ -87,11 +82,11 @@ struct CudaRunner {
     if (p.segments.defined()) {
       const SegmentedDeviceProblem s{data.input,
                                      data.coeff,
-                                     seg_strides(p.in.coeff, p.shape),
+                                     segment_strides(p.in.coeff, p.shape),
                                      data.mask,
-                                     seg_strides(p.in.mask, p.shape),
+                                     segment_strides(p.in.mask, p.shape),
                                      p.segments.reset.t.const_data_ptr<bool>(),
-                                     seg_strides(p.segments.reset, p.shape),
+                                     segment_strides(p.segments.reset, p.shape),
                                      data.values,
                                      data.indices,
                                      data.initial,
