@@ -13,7 +13,8 @@
 // is combined into start(initial) as in an unsegmented scan: `initial` belongs to the line's
 // first segment in scan order.
 //
-// Walk: a thread scans consecutive scan positions of one line from a running state:
+// Walk (SegmentedArgs::step, a position at a time): a thread scans consecutive scan
+// positions of one line from a running state:
 //   inclusive  head: r = lift(x)          else r = combine(r, lift(x));  write value(r)
 //   exclusive  head: write identity, r = lift(x)    else write value(r), r = combine(r, lift(x))
 // so every segment gets exactly the values (and bits) a line of its own would get from the same
@@ -120,12 +121,6 @@ struct SegmentedArgs {
       r.s = C::combine(r.s, x);
     }
     if (kWrite && !exclusive) write(o, l, i, r.s);
-  }
-  // Scan positions [k0, k1) of line (o, i) from r; returns r with them taken in.
-  template <bool kWrite>
-  SCANOPS_HD seg_t walk(int64_t o, int64_t i, int64_t k0, int64_t k1, seg_t r) const {
-    for (int64_t k = k0; k < k1; ++k) step<kWrite>(o, k, i, r);
-    return r;
   }
 };
 

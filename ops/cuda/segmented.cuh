@@ -224,13 +224,8 @@ __global__ void __launch_bounds__(kColumnThreads, kColumnBlocksPerSM)
 // ---- carries: chunk totals -> the state each chunk starts from (in place) ----------------
 
 // The totals of line g = o * inner + i sit at t[(o * chunks + c) * inner + i], c = 0 ..
-// chunks - 1; afterwards t holds the carries: carry_0 = the line's start (rows: identity(),
-// the flat sequence starts at a head), carry_{c+1} = combine(carry_c, total_c).
-template <class C, class in_t, class out_t>
-__device__ __forceinline__ SegState<C> carry_start(const Args<C, in_t, out_t>& a, bool rows,
-                                                   int64_t o, int64_t i) {
-  return rows ? SegmentedCombine<C>::identity() : a.line_start(o, i);
-}
+// chunks - 1; afterwards t holds the carries: carry_0 = the line's start, carry_{c+1} =
+// combine(carry_c, total_c).
 
 // Totals are read kCarryBatch at a time, all loads issued before the first combine.
 constexpr int kCarryBatch = 4;
@@ -278,14 +273,14 @@ __device__ __forceinline__ void rescan_run(SegState<C>* t, const At& at, int64_t
 template <class C, class in_t, class out_t>
 __global__ void __launch_bounds__(kCarryThreads)
     carries_serial_kernel(const Args<C, in_t, out_t> a, SegState<C>* t, int64_t lines,
-                          int64_t chunks, int64_t inner, bool rows) {
+                          int64_t chunks, int64_t inner) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t g = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; g < lines;
        g += stride) {
     const int64_t o = g / inner;
     const int64_t i = g - o * inner;
     const auto at = [&](int64_t c) { return (o * chunks + c) * inner + i; };
-    rescan_run(t, at, 0, chunks, carry_start(a, rows, o, i));
+    rescan_run(t, at, 0, chunks, a.line_start(o, i));
   }
 }
 
@@ -294,7 +289,7 @@ __global__ void __launch_bounds__(kCarryThreads)
 template <class C, class in_t, class out_t>
 __global__ void __launch_bounds__(kCarryThreads)
     carries_block_kernel(const Args<C, in_t, out_t> a, SegState<C>* t, int64_t lines,
-                         int64_t chunks, int64_t inner, bool rows) {
+                         int64_t chunks, int64_t inner) {
   using SC = SegmentedCombine<C>;
   using Scan = BlockScan<SC, kCarryThreads>;
   __shared__ typename Scan::Storage storage;
@@ -308,7 +303,7 @@ __global__ void __launch_bounds__(kCarryThreads)
     // Threads past the last chunk hold identity(): they follow every thread that has
     // chunks, so no carry depends on them.
     const SegState<C> agg = c0 < c1 ? fold_run(t, at, c0, c1) : SC::identity();
-    const SegState<C> start = carry_start(a, rows, o, i);
+    const SegState<C> start = a.line_start(o, i);
     SegState<C> total;
     const SegState<C> r = Scan::exclusive_scan(
         storage, false, agg, [&](const SegState<C>&) { return start; }, total);
@@ -319,15 +314,14 @@ __global__ void __launch_bounds__(kCarryThreads)
 
 template <class C, class in_t, class out_t>
 void launch_carries(const Args<C, in_t, out_t>& a, const LaunchContext& ctx, SegState<C>* t,
-                    int64_t lines, int64_t chunks, int64_t inner, bool rows) {
+                    int64_t lines, int64_t chunks, int64_t inner) {
   if (chunks <= kSerialCarries) {
     carries_serial_kernel<C, in_t, out_t>
         <<<grid_size(ctx, ceil_div(lines, kCarryThreads), 8), kCarryThreads, 0, ctx.stream>>>(
-            a, t, lines, chunks, inner, rows);
+            a, t, lines, chunks, inner);
   } else {
     carries_block_kernel<C, in_t, out_t>
-        <<<grid_size(ctx, lines, 8), kCarryThreads, 0, ctx.stream>>>(a, t, lines, chunks, inner,
-                                                                     rows);
+        <<<grid_size(ctx, lines, 8), kCarryThreads, 0, ctx.stream>>>(a, t, lines, chunks, inner);
   }
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
@@ -360,7 +354,7 @@ void launch_columns(const Args<C, in_t, out_t>& a, const LaunchContext& ctx) {
   columns_kernel<false, C, in_t, out_t><<<grid, kColumnThreads, 0, ctx.stream>>>(
       a, chunks, chunk_len, t, nullptr);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
-  launch_carries(a, ctx, t, lines, chunks, a.inner, /*rows=*/false);
+  launch_carries(a, ctx, t, lines, chunks, a.inner);
   columns_kernel<true, C, in_t, out_t><<<grid, kColumnThreads, 0, ctx.stream>>>(
       a, chunks, chunk_len, nullptr, t);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
