@@ -25,14 +25,18 @@
 //     contiguous columns. When the problem has few columns (outer*inner < kFewColumns) and long
 //     lines, the length is cut into fixed blocks of rows with the same carry-in arithmetic, so
 //     long columns can be split across threads.
-//   * An initial value (LineState::initial, Ctx::init): a line's first block has a carry-in
+//   * An initial value (LineState::initial, Ctx::init): a row's first block has a carry-in
 //     too, the line's start state K::start (Combine::start of its value), in every schedule
 //     (C_0 = start, C_{b+1} = fold(C_b, T_b), outputs value(combine(C_b, L)) as for any block
 //     with a carry-in), so the bits stay independent of the thread count. A one-block line
-//     (rows_short) and a column walk that is not cut into blocks walk from the start state
-//     instead (no combine per element more than from the identity). cummax / cummin's AVX2
-//     walks tell the identity by its value, not its index: their start state is (v, -1)
-//     (ExtKernel::start, fold).
+//     (rows_short), a column walk that is not cut into blocks and the first block of a
+//     blocked column walk from the start state instead (no combine per element more than
+//     from the identity; the blocked column's next carry is that walk's end, in every
+//     schedule). Either way an exclusive scan's first output is value(start) itself, not
+//     value(combine(start, identity)), which for a sum is v + 0: +0.0 for v = -0.0.
+//     cummax / cummin's AVX2 walks tell the identity by its value, not its index: their start
+//     state is (v, -1) (ExtKernel::start, fold). logcumsumexp's is (v, -0.0), whose value is
+//     v + log1p(-0.0) = v + -0.0 = v bitwise (LseKernel::start).
 // Scheduling (free to depend on the thread count): many lines -> at::parallel_for over lines;
 // few long lines -> a chained scan over the blocks of all lines: workers claim blocks in order
 // from an atomic counter, compute the block's total (reading it into cache), wait for the
@@ -582,11 +586,14 @@ struct LseKernel {
   static constexpr bool kColFromCarry = true;  // col_walk starts from C (folded into L)
   static constexpr uintptr_t kAlign = 4 * sizeof(T);  // a streaming store writes 4 elements
   static S identity() { return {-__builtin_inf(), 0.0}; }
-  // A line's initial value v: the state (v, 0) (value v + log1p(0) = v; v = -inf is the
-  // identity); NaN as the state after a NaN element, (-inf, NaN).
+  // A line's initial value v: the state (v, -0.0) (value v + log1p(-0.0) = v + -0.0 = v
+  // bitwise, -0.0 included, where t = +0.0 would give v + 0.0 = +0.0 for v = -0.0: an
+  // exclusive scan's first output; the -0.0 is gone after the first element, t' = A t + a
+  // with a >= +0.0; v = -inf is the identity); NaN as the state after a NaN element,
+  // (-inf, NaN), whose value is that NaN.
   static S start(const Ctx& c, int64_t line) {
     const double v = static_cast<double>(static_cast<const T*>(c.init)[line]);
-    return v != v ? S{-__builtin_inf(), v} : S{v, 0.0};
+    return v != v ? S{-__builtin_inf(), v} : S{v, -0.0};
   }
   static S fold(const S& C, const S& T_) { return lse_combine(C, T_); }
   // The total of scan positions [s0, s1) of row o, taken by itself (see kRowTotals).
@@ -1241,13 +1248,16 @@ struct Scheduler {
         for (int64_t it = b; it < e; ++it) {
           int64_t o, i0, w;
           item_cols(it, o, i0, w);
-          // An initial value: the first block has a carry-in too, the start states.
-          const bool init = c.init != nullptr;
-          if (init) K::col_start(c, C.data(), w, o, i0);
           for (int64_t blk = 0; blk < nb; ++blk) {
             const int64_t s0 = blk * Bl, s1 = std::min(n, s0 + Bl);
-            const bool carry = blk > 0 || init;
-            K::col_identity(L.data(), w);
+            const bool carry = blk > 0;
+            // The first block is walked from the start states (an initial value) or the
+            // identity, without a carry-in; its walk's end is the next carry (C = L).
+            if (blk == 0 && c.init != nullptr) {
+              K::col_start(c, L.data(), w, o, i0);
+            } else {
+              K::col_identity(L.data(), w);
+            }
             col_walk_out(c, o, i0, w, w, s0, s1, L.data(), carry ? C.data() : nullptr);
             K::col_fold(C.data(), L.data(), w, carry);
           }
@@ -1272,8 +1282,8 @@ struct Scheduler {
       // T: the run's block totals; Cb: their carry-ins (slot apiece); Cc: the running carry.
       std::vector<cst_t> T(static_cast<size_t>(M * slot)), Cb(static_cast<size_t>(M * slot)),
           Cc(static_cast<size_t>(slot));
-      // An initial value: an item's first block has a carry-in too, the start states (taken
-      // as the carry published for it would be).
+      // An initial value: an item's first block is walked from the start states (FromCarry
+      // kernels: from the carry-in Cc = the start states, which their walks start from).
       const bool init = c.init != nullptr;
       int64_t g = next.fetch_add(1, std::memory_order_relaxed);
       while (g < G) {
@@ -1297,10 +1307,13 @@ struct Scheduler {
           continue;
         }
         int64_t first = b0;
-        if (b0 == 0 && init) {
-          K::col_start(c, Cc.data(), w, o, i0);
-        } else if (b0 == 0) {  // no carry-in: written at once, its walk's state is the next carry
-          K::col_identity(L.data(), w);
+        if (b0 == 0) {  // no carry-in: walked from the start states (an initial value) or the
+                        // identity and written at once; its walk's state is the next carry
+          if (init) {
+            K::col_start(c, L.data(), w, o, i0);
+          } else {
+            K::col_identity(L.data(), w);
+          }
           col_walk_out(ch, o, i0, w, w, 0, std::min(n, Bl), L.data(), nullptr);
           std::copy(L.begin(), L.begin() + KC * w, Cc.begin());
           first = 1;

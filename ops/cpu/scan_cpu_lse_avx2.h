@@ -106,7 +106,7 @@ static SCANOPS_AI void lse_expv(__m256d* dv) {
   }
 }
 
-// log1p(t) for t >= 0 (or NaN: NaN), t < 2^52, of NV vectors in place, in lockstep as
+// log1p(t) for t >= 0 (-0: -0; NaN: NaN), t < 2^52, of NV vectors in place, in lockstep as
 // lse_expv (each vector's own arithmetic, the same for every NV).
 template <int NV>
 static SCANOPS_AI void lse_log1pv(__m256d* tv) {
@@ -150,7 +150,9 @@ static SCANOPS_AI void lse_log1pv(__m256d* tv) {
     __m256d r = _mm256_fmadd_pd(s[v], _mm256_add_pd(hfsq[v], Rz), cl[v]);
     r = _mm256_add_pd(_mm256_sub_pd(r, hfsq[v]), f[v]);
     r = _mm256_fmadd_pd(kd[v], _mm256_set1_pd(kLn2Hi), r);
-    tv[v] = _mm256_blendv_pd(r, tv[v], _mm256_cmp_pd(tv[v], tv[v], _CMP_UNORD_Q));
+    // t = +-0 or NaN: t itself (log1p(-0) = -0: a start state's t, LseKernel::start; +0: the
+    // bits of r; NaN: that NaN). One compare (equal or unordered) as the NaN test alone was.
+    tv[v] = _mm256_blendv_pd(r, tv[v], _mm256_cmp_pd(tv[v], _mm256_setzero_pd(), _CMP_EQ_UQ));
   }
 }
 

@@ -557,3 +557,127 @@ def test_engine_fallback_without_line_state():
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
                        cwd=str(HERE.parents[1]), timeout=600)
     assert r.returncode == 0 and "fallback ok" in r.stdout, r.stderr[-3000:]
+
+
+# ---- an exclusive scan's first output is the initial value itself, bitwise (CPU) ---------
+# The CPU kernels' layouts: blocked columns (few columns, long lines: the first block once
+# added the initial value to the identity there, v + 0.0 = +0.0 for v = -0.0), columns not cut
+# into blocks, long rows (blocks with carries), one-block rows, rows of 4, 1-D; at 1 thread and
+# at 2 (the chained scans, column chunks split across the threads).
+FIRST_LAYOUTS = [((70001, 5), 0), ((4000, 64), 0), ((2, 40001, 3), 1), ((5, 70001), 1),
+                 ((4000, 4), 1), ((300000,), 0), ((40, 3), 0)]
+
+
+def _special_initial(line, dtype, kind):
+    """-0.0 (every floating and complex dtype) or a quiet NaN with a payload (float32 /
+    float64 / complex64: half and bfloat16 lose payloads in their conversions to and from
+    float, as every torch op on them does)."""
+    if kind == "negzero":
+        return torch.full(line, complex(-0.0, -0.0) if dtype.is_complex else -0.0, dtype=dtype)
+    if dtype == torch.float64:
+        return torch.full(line, 0x7FF8000000012345, dtype=torch.int64).view(torch.float64)
+    pattern = torch.full(tuple(line) + ((2,) if dtype.is_complex else ()), 0x7FC01234, dtype=torch.int32)
+    return torch.view_as_complex(pattern.view(torch.float32)) if dtype.is_complex else pattern.view(torch.float32)
+
+
+def _bits(t):
+    if t.is_complex():
+        t = torch.view_as_real(t)
+    return t.contiguous().view({8: torch.int64, 4: torch.int32, 2: torch.int16}[t.element_size()])
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("kind", ["negzero", "nanpayload"])
+def test_exclusive_first_output_is_initial_bitwise(kind, threads):
+    cases = [(dt, op) for dt in (torch.float32, torch.float64, torch.bfloat16, torch.float16, torch.complex64)
+             for op in OPS
+             if not (kind == "nanpayload" and dt in (torch.bfloat16, torch.float16))
+             and not (dt.is_complex and op in ("cummax", "cummin"))]
+    saved = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        bad = []
+        for shape, dim in FIRST_LAYOUTS:
+            gen = torch.Generator().manual_seed(3)
+            line = [s for k, s in enumerate(shape) if k != dim]
+            for dt, op in cases:
+                if dt in (torch.bfloat16, torch.float16, torch.complex64) and shape[dim] > 70000 and len(shape) == 1:
+                    continue  # (the 1-D line: float32 / float64 are enough)
+                x = rand(shape, dt, gen, op)
+                mask = torch.rand(shape, generator=gen) < 0.5 if op == "masked_cumsum" else None
+                a = rand(shape, dt, gen, op, role="a") if op == "linear_recurrence" else None
+                init = _special_initial(line, dt, kind)
+                for rev in (False, True):
+                    y = call(op, x, dim, True, rev, init, mask, a)
+                    if op in ("cummax", "cummin"):
+                        y = y[0]
+                    first = y.select(dim, shape[dim] - 1 if rev else 0)
+                    if not torch.equal(_bits(first), _bits(init)):
+                        bad.append((op, shape, dim, str(dt), "reverse" if rev else "forward"))
+        assert not bad, f"{len(bad)} cases whose exclusive first output is not the initial value: {bad[:8]}"
+    finally:
+        torch.set_num_threads(saved)
+
+
+_GENERIC_FIRST = """
+import sys, torch
+torch.ops.load_library(sys.argv[1])
+ops = torch.ops.scanops
+bad = []
+for shape, dim in [((70001, 5), 0), ((4000, 64), 0), ((2, 40001, 3), 1), ((5, 70001), 1), ((4000, 4), 1)]:
+    line = [s for k, s in enumerate(shape) if k != dim]
+    x = torch.randn(shape, generator=torch.Generator().manual_seed(0))
+    a = torch.rand(shape, generator=torch.Generator().manual_seed(1))
+    init = torch.full(line, -0.0)
+    for threads in (1, 2):
+        torch.set_num_threads(threads)
+        for name, f in [("cumsum", lambda r: ops.cumsum(x, dim, exclusive=True, reverse=r, initial=init)),
+                        ("linear_recurrence", lambda r: ops.linear_recurrence(a, x, dim, exclusive=True, reverse=r, initial=init)),
+                        ("logcumsumexp", lambda r: ops.logcumsumexp(x, dim, exclusive=True, reverse=r, initial=init))]:
+            for r in (False, True):
+                first = f(r).select(dim, shape[dim] - 1 if r else 0)
+                if not torch.equal(first.contiguous().view(torch.int32), init.view(torch.int32)):
+                    bad.append((name, shape, threads, r))
+print("bad", bad)
+"""
+
+
+def test_exclusive_first_output_is_initial_portable_kernel():
+    """As above with the portable kernels (SCANOPS_CPU_KERNELS=generic), in a fresh process."""
+    import os
+    import subprocess
+    import sys
+
+    import conftest
+    env = dict(os.environ, SCANOPS_CPU_KERNELS="generic")
+    r = subprocess.run([sys.executable, "-c", _GENERIC_FIRST, str(conftest.library_path())], env=env,
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0 and "bad []" in r.stdout, r.stdout + r.stderr
+
+
+def test_initial_bits_independent_of_threads():
+    """With an initial value the CPU outputs are the same bits at 1, 2 and 3 threads (the first
+    block of a blocked column is walked from the start states in every schedule)."""
+    saved = torch.get_num_threads()
+    try:
+        bad = []
+        for shape, dim in FIRST_LAYOUTS:
+            gen = torch.Generator().manual_seed(4)
+            line = tuple(s for k, s in enumerate(shape) if k != dim)
+            for op in OPS:
+                x = rand(shape, torch.float32, gen, op)
+                mask = torch.rand(shape, generator=gen) < 0.5 if op == "masked_cumsum" else None
+                a = rand(shape, torch.float32, gen, op, role="a") if op == "linear_recurrence" else None
+                init = rand(line, torch.float32, gen, "cumprod" if op == "cumprod" else "x")
+                for excl, rev in FLAGS:
+                    outs = []
+                    for threads in (1, 2, 3):
+                        torch.set_num_threads(threads)
+                        y = call(op, x, dim, excl, rev, init, mask, a)
+                        outs.append(torch.cat([y[0].view(-1).view(torch.int32), y[1].view(-1).view(torch.int32)])
+                                    if op in ("cummax", "cummin") else y.view(-1).view(torch.int32))
+                    if not (torch.equal(outs[0], outs[1]) and torch.equal(outs[0], outs[2])):
+                        bad.append((op, shape, dim, excl, rev))
+        assert not bad, bad
+    finally:
+        torch.set_num_threads(saved)
