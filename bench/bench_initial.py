@@ -28,8 +28,9 @@ def shapes(n, device):
     s = [("rows", (rows, n // rows), 1), ("dim 0", (rows, n // rows), 0), ("1-D", (n,), 0),
          ("few long rows", (8, n // 8), 1), ("narrow columns", (n // 8, 8), 0),
          ("3-d middle", (16, n // (16 * 64), 64), 1)]
-    if device == "cuda":
-        s.append(("short rows", (n // 64, 64), 1))
+    s.append(("short rows", (n // 64, 64), 1))
+    if device == "cpu":  # (the CPU's one-vector rows: rows4_impl)
+        s.append(("rows of 4", (n // 4, 4), 1))
     return s
 
 
