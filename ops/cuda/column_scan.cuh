@@ -313,7 +313,7 @@ __global__ void __launch_bounds__(kColTileThreads, 2)
         carry = fold_left<Combine>(depth, [&](int d) { return history[d * kWarpSize + lane]; });
       }
       detail::warp_publish(status.flags + item, status.inclusive + item * kWarpSize + lane,
-                           Combine::combine(carry, agg), kInclusive);
+                           lookback_combine<Combine>(carry, agg), kInclusive);
 #pragma unroll
       for (int w = 0; w < kColWarps; ++w) {
         band_prefix[w * kWarpSize + lane] =
@@ -448,7 +448,7 @@ __global__ void __launch_bounds__(kWarpTileThreads, 3)
     if (rt + 1 < g.row_tiles) {  // the last row tile has no successor
       detail::warp_publish(status.flags + slot(item),
                            status.inclusive + slot(item) * kWarpSize + lane,
-                           Combine::combine(carry, agg), kInclusive);
+                           lookback_combine<Combine>(carry, agg), kInclusive);
     }
     run.scan_store(src, dst, carry, g.exclusive);
   }
@@ -492,6 +492,25 @@ struct LanesCombine {
     state_t s;
 #pragma unroll
     for (int v = 0; v < V; ++v) s.v[v] = Combine::combine(a.v[v], b.v[v]);
+    return s;
+  }
+};
+
+// The look-back's pinned combine (pinned.cuh), lane by lane.
+template <class Combine, int V>
+struct PinnedCombine<LanesCombine<Combine, V>> {
+  using state_t = Vec<typename Combine::state_t, V>;
+  using P = PinnedCombine<Combine>;
+  static __device__ __forceinline__ state_t combine(const state_t& a, const state_t& b) {
+    state_t s;
+#pragma unroll
+    for (int v = 0; v < V; ++v) s.v[v] = P::combine(a.v[v], b.v[v]);
+    return s;
+  }
+  static __device__ __forceinline__ state_t canonical(const state_t& a) {
+    state_t s;
+#pragma unroll
+    for (int v = 0; v < V; ++v) s.v[v] = P::canonical(a.v[v]);
     return s;
   }
 };
@@ -718,7 +737,7 @@ __global__ void __launch_bounds__(kVecTileMaxThreads, 1)  // (128 registers, as 
       }
       if (rt + 1 < g.row_tiles) {  // the last row tile has no successor
         detail::warp_publish(status.flags + item, slot(status.inclusive, item),
-                             Lanes::combine(carry, agg), kInclusive, lead);
+                             lookback_combine<Lanes>(carry, agg), kInclusive, lead);
       }
 #pragma unroll
       for (int v = 0; v < V; ++v) {

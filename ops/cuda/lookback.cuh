@@ -14,7 +14,10 @@
 // the *sequential left fold* of the line's tile aggregates, I(k) = I(k-1) + A(k): the walk
 // keeps what it read (up to kHistory predecessors, in shared memory) and one lane folds it
 // left to right starting from the inclusive prefix it met. Whichever inclusive prefix it
-// meets, the fold gives the same bits (by induction, each I(m) is already that fold). The
+// meets, the fold gives the same bits (by induction, each I(m) is already that fold), provided
+// the fold's combines and the publications' give the same bits for the same operands, which
+// C++ arithmetic does not promise (FMA contraction, NaN payloads): both use pinned.cuh's
+// PinnedCombine. The
 // fold costs one dependent combine per predecessor walked over (loads batched ahead, see
 // fold_left); the walk is as in CUB's decoupled look-back.
 //
@@ -30,6 +33,7 @@
 #pragma once
 
 #include "ops/cuda/block_scan.cuh"
+#include "ops/cuda/pinned.cuh"
 
 namespace scanops::cuda {
 
@@ -168,7 +172,9 @@ __device__ __forceinline__ void warp_publish(unsigned* flag, T* state, const T& 
 }  // namespace detail
 
 // The sequential left fold h(n-1) + h(n-2) + ... + h(0) of the states h(d) = at(d) (in that
-// order: the same association for every n). It is on the look-back's critical path: every
+// order: the same association for every n), with PinnedCombine's combine and canonical()
+// (pinned.cuh): bitwise what a publication's lookback_combine gives for the same states, at
+// every step whatever the unrolling. It is on the look-back's critical path: every
 // tile folds what it walked over before it can publish, so one step's cost bounds the rate
 // at which a line's tiles complete. Loads are issued kBatch at a time ahead of their
 // combines, so a step costs one dependent combine instead of a shared-memory round trip plus
@@ -176,6 +182,7 @@ __device__ __forceinline__ void warp_publish(unsigned* flag, T* state, const T& 
 template <class Combine, int kBatch = 8, class At>
 __device__ __forceinline__ typename Combine::state_t fold_left(int n, At&& at) {
   using state_t = typename Combine::state_t;
+  using P = PinnedCombine<Combine>;
   state_t prefix = at(n - 1);
   int d = n - 2;
 #pragma unroll 1
@@ -184,11 +191,11 @@ __device__ __forceinline__ typename Combine::state_t fold_left(int n, At&& at) {
 #pragma unroll
     for (int u = 0; u < kBatch; ++u) h[u] = at(d - u);
 #pragma unroll
-    for (int u = 0; u < kBatch; ++u) prefix = Combine::combine(prefix, h[u]);
+    for (int u = 0; u < kBatch; ++u) prefix = P::combine(prefix, h[u]);
   }
 #pragma unroll 1
-  for (; d >= 0; --d) prefix = Combine::combine(prefix, at(d));
-  return prefix;
+  for (; d >= 0; --d) prefix = P::combine(prefix, at(d));
+  return P::canonical(prefix);
 }
 
 // One tile's part in the look-back: `chunk` indexes the status arrays, `first` is the index
@@ -321,7 +328,10 @@ struct LookBack {
       prefix = shfl_idx(prefix, 0);
       __syncwarp();  // history reads done before a later tile of this block writes it
     }
-    if (lane == 0) publish(kInclusive, status.inclusive, Combine::combine(prefix, aggregate));
+    // (lookback_combine: the bits a later tile's fold_left gives for this tile's prefix.)
+    if (lane == 0) {
+      publish(kInclusive, status.inclusive, lookback_combine<Combine>(prefix, aggregate));
+    }
     return prefix;
   }
 

@@ -972,7 +972,7 @@ __device__ __forceinline__ SegState<C> look_back(const Status<C>& s, SegState<C>
   if (lane == 0) prefix = fold_left<SC>(depth, [&](int d) { return hist[d]; });
   prefix = shfl_idx(prefix, 0);
   __syncwarp();  // the history is read before a later chunk of this block writes it
-  if (!agg.head && lane == 0) publish(s, c, kInclusive, SC::combine(prefix, agg));
+  if (!agg.head && lane == 0) publish(s, c, kInclusive, lookback_combine<SC>(prefix, agg));
   return prefix;
 }
 
