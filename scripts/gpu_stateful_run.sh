@@ -10,8 +10,8 @@
 #   without initial), bench_gpu.py on both libraries (share of the copy floor; --initial on the
 #   current one), and bench_distributed.py on 2 GPUs (NCCL) where the machine has them.
 # Usage (device tool): bash scripts/gpu_stateful_run.sh   (carry: ["carry"])
-# STEPS="check test ab initial bench benchpre bench2 nccl" picks steps (bench2: bench again,
-# after benchpre: an A/B/A of the two libraries) (default: all); TEST_K, AB_ARGS,
+# STEPS="check test ab initial initialpre initial2 bench benchpre bench2 nccl" picks steps
+# (initialpre / benchpre: the same on pre; initial2 / bench2: again, after them: an A/B/A) (default: all); TEST_K, AB_ARGS,
 # BENCH_ARGS, BENCH_ONLY, PRE_ONLY, BENCH_SECS adjust them.
 set -uo pipefail
 REPO="$(cd "$(dirname "$0")/.." && pwd)"
@@ -45,6 +45,10 @@ if want ab; then
 fi
 want initial && step bench_initial 60 env SCANOPS_LIBRARY=$CUR python3 bench/bench_initial.py --device cuda \
   --elems $((1 << 26)) --md "$OUT/bench_initial.md"
+want initialpre && step bench_initial_pre 60 env SCANOPS_LIBRARY=$PRE python3 bench/bench_initial.py \
+  --device cuda --elems $((1 << 26)) --md "$OUT/bench_initial_pre.md"
+want initial2 && step bench_initial_2 60 env SCANOPS_LIBRARY=$CUR python3 bench/bench_initial.py \
+  --device cuda --elems $((1 << 26)) --md "$OUT/bench_initial_2.md"
 want bench && step bench_gpu_cur "${BENCH_SECS:-120}" env SCANOPS_LIBRARY=$CUR python3 bench/bench_gpu.py \
   --no-compile --no-eager --initial --rounds 2 $BENCH_ARGS --only "$BENCH_ONLY" \
   --json "$OUT/bench_gpu.json" --md "$OUT/bench_gpu.md"
