@@ -702,8 +702,13 @@ struct Tile {
           xv[j] = *reinterpret_cast<const V*>(p.in + m0 + j * VI);
           if constexpr (C::arity == 2) av[j] = *reinterpret_cast<const V*>(p.coeff + m0 + j * VI);
         }
-#pragma unroll
-        for (int m = 0; m < K; ++m) {  // memory element m0 + m is item m (reverse: K - 1 - m)
+        // Memory element m0 + m is item m (reverse: K - 1 - m), placed by two loops with
+        // constant indices: h[] indexed by a value known only at run time (rev) lived in local
+        // memory, a stack frame the whole kernel paid for, its scans too (ptxas: 64-128 bytes
+        // of stack per thread; the flat kernels then ran at ~80% of their floor where chunks
+        // start with a head and ~50% where they reduce first, ~93% and ~61-66% without it, H100,
+        // float32 cumsum, bench_segmented's classes).
+        const auto elem = [&](int m) {
           E v;
           if constexpr (C::arity == 2) {
             v.a = av[m / VI].v[m % VI];
@@ -711,7 +716,14 @@ struct Tile {
           } else {
             v = xv[m / VI].v[m % VI];
           }
-          h[rev ? K - 1 - m : m] = v;
+          return v;
+        };
+        if (rev) {
+#pragma unroll
+          for (int m = 0; m < K; ++m) h[K - 1 - m] = elem(m);
+        } else {
+#pragma unroll
+          for (int m = 0; m < K; ++m) h[m] = elem(m);
         }
       } else {
 #pragma unroll
