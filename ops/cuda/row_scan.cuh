@@ -159,47 +159,6 @@ struct RowTile {
     const int wq = warp * kWarpItems;   // the warp's first scan position in the tile
     const int q0 = wq + lane * kItems;  // the thread's first scan position
 
-    heads_t heads = 0;  // bit k: a segment starts at position q0 + k
-    if (seg > 0) {
-      int r = q0 % seg;
-#pragma unroll
-      for (int k = 0; k < kItems; ++k) {
-        if (r == 0 && q0 + k < n) heads |= heads_t{1} << k;
-        r = r + 1 == seg ? 0 : r + 1;
-      }
-    }
-    // Packed rows with initial values (uniform): a head starts its row from the row's start
-    // state. The thread's heads are rows j_first, j_first + 1, ... in scan order (one division
-    // a thread, none a head; reverse tiles hold their rows in reversed order, n being whole
-    // rows). The start states of the thread's first and last heads are loaded here, before
-    // the tile's own loads, so their latency overlaps the tile's instead of following it
-    // (the reduce needs the last, the rescan the first).
-    const bool head_init = seg > 0 && dst.has_initial();
-    const auto count_heads = [](heads_t v) -> int {
-      if constexpr (sizeof(heads_t) == 8) {
-        return __popcll(static_cast<unsigned long long>(v));
-      } else {
-        return __popc(static_cast<unsigned>(v));
-      }
-    };
-    const int j_first = head_init ? q0 / seg + (q0 % seg != 0 ? 1 : 0) : 0;
-    // The tile's rows, n / seg, without an integer division (~20 instructions in a kernel
-    // bound by its instruction rate at two blocks an SM): n is a multiple of seg and at most
-    // kTile < 2^24, so the float quotient (within 2 ulp) rounds to it exactly.
-    const int tile_rows =
-        head_init && reverse
-            ? __float2int_rn(__fdividef(static_cast<float>(n), static_cast<float>(seg)))
-            : 0;
-    const auto row_start = [&](int j) -> state_t {
-      return dst.line_start(pos0 + (reverse ? tile_rows - 1 - j : j));
-    };
-    const int n_heads = head_init ? count_heads(heads) : 0;
-    state_t s_first = Combine::identity(), s_last = Combine::identity();
-    if (n_heads > 0) {
-      s_first = row_start(j_first);
-      s_last = n_heads > 1 ? row_start(j_first + n_heads - 1) : s_first;
-    }
-
     // Coalesced striped load into the warp's buffer, then each thread takes kItems
     // consecutive positions (positions past n hold identity).
     held_t* hbuf = &st.exchange[warp].held[0];
@@ -223,17 +182,41 @@ struct RowTile {
       }
     }
 
+    heads_t heads = 0;  // bit k: a segment starts at position q0 + k
+    if (seg > 0) {
+      int r = q0 % seg;
+#pragma unroll
+      for (int k = 0; k < kItems; ++k) {
+        if (r == 0 && q0 + k < n) heads |= heads_t{1} << k;
+        r = r + 1 == seg ? 0 : r + 1;
+      }
+    }
 
     // The thread's aggregate from its last head on, the block-wide scan of the aggregates
     // (its barriers also order every read of the held buffer before the lowered writes that
     // share its memory), then the rescan from the prefix the thread's items continue.
     lowered_t* obuf = &st.exchange[warp].lowered[0];
     state_t total;
-    // Packed rows with initial values: the reduce walk is the one without initial values;
-    // the aggregate from the last head on is then prefixed with that head's start (s_last);
-    // the rescan takes s_first at the first head and loads each later head's start as soon
-    // as the previous one is taken (in flight over the items between two heads; rows of 64
-    // were 36% slower with a load and a division at each head, H200, 2026-11-27).
+    // Packed rows with initial values (uniform): a head starts its row from the row's start
+    // state. The thread's heads are rows j_first, j_first + 1, ... in scan order (one division
+    // a thread, none a head; reverse tiles hold their rows in reversed order, n being whole
+    // rows). The reduce walk is the one without initial values: the aggregate from the last
+    // head on is then prefixed with that head's start (one load a thread); the rescan loads
+    // the next head's start as soon as the previous one is taken (in flight over the items
+    // between two heads; rows of 64 were 36% slower with a load and a division at each head,
+    // H200, 2026-11-27).
+    const bool head_init = seg > 0 && dst.has_initial();
+    const int j_first = head_init ? q0 / seg + (q0 % seg != 0 ? 1 : 0) : 0;
+    const auto row_start = [&](int j) -> state_t {
+      return dst.line_start(pos0 + (reverse ? n / seg - 1 - j : j));
+    };
+    const auto count_heads = [](heads_t v) -> int {
+      if constexpr (sizeof(heads_t) == 8) {
+        return __popcll(static_cast<unsigned long long>(v));
+      } else {
+        return __popc(static_cast<unsigned>(v));
+      }
+    };
     // (Walk: a chain of combines, or Combine's runs, see kRuns.)
     auto w = Walk<Combine>::begin(src.lift_held(h[0]));
     state_t agg;
@@ -250,32 +233,32 @@ struct RowTile {
         }
       }
       agg = w.value();
-      if (n_heads > 0) agg = Combine::combine(s_last, agg);
+      if (head_init && heads != 0) {
+        agg = Combine::combine(row_start(j_first + count_heads(heads) - 1), agg);
+      }
     }
     int j_next = j_first;
-    state_t s_next = s_first;
+    state_t s_next = Combine::identity();
+    if (head_init && heads != 0) s_next = row_start(j_next);
     w = Walk<Combine>::begin(Scan::exclusive_scan(st.scan, heads != 0, agg, carry_op, total));
 #pragma unroll
     for (int k = 0; k < kItems; ++k) {
       const bool head = (heads >> k) & 1u;
       const state_t x = src.lift_held(h[k]);
       lowered_t y{};
-      // (head_init is tested inside the rare head branch only: the common step costs what
-      // it costs without initial values.)
-      if (head) {
-        if (head_init) {  // the row's start, then its first element
-          const state_t s = s_next;
-          if (((heads >> k) >> 1) != 0) s_next = row_start(++j_next);  // the next head's
-          if (exclusive) y = Sink::lower(s);
-          w = Walk<Combine>::begin(s);
-          w.push(x);
-        } else {
-          if (exclusive) y = Sink::lower(Combine::identity());
-          w = Walk<Combine>::begin(x);
-        }
-      } else {
-        if (exclusive) y = Sink::lower(w.value());
+      if (head && head_init) {  // the row's start, then its first element
+        const state_t s = s_next;
+        if (((heads >> k) >> 1) != 0) s_next = row_start(++j_next);  // the next head's
+        if (exclusive) y = Sink::lower(s);
+        w = Walk<Combine>::begin(s);
         w.push(x);
+      } else {
+        if (exclusive) y = Sink::lower(head ? Combine::identity() : w.value());
+        if (head) {
+          w = Walk<Combine>::begin(x);
+        } else {
+          w.push(x);
+        }
       }
       if (!exclusive) y = Sink::lower(w.value());
       obuf[padded(lane * kItems + k)] = y;
