@@ -619,6 +619,33 @@ def test_exclusive_first_output_is_initial_bitwise(kind, threads):
         torch.set_num_threads(saved)
 
 
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_exclusive_first_output_is_initial_bitwise_cuda():
+    """The CUDA kernels' exclusive first output is the initial value bit for bit (-0.0, every
+    floating dtype and op, every kernel family the layouts reach: packed and long rows, the
+    look-back of one line, column tiles and the three-pass columns)."""
+    bad = []
+    for shape, dim in FIRST_LAYOUTS:
+        gen = torch.Generator().manual_seed(3)
+        line = [s for k, s in enumerate(shape) if k != dim]
+        for dt in (torch.float32, torch.float64, torch.bfloat16, torch.float16, torch.complex64):
+            for op in OPS:
+                if dt.is_complex and op in ("cummax", "cummin"):
+                    continue
+                x = rand(shape, dt, gen, op).cuda()
+                mask = (torch.rand(shape, generator=gen) < 0.5).cuda() if op == "masked_cumsum" else None
+                a = rand(shape, dt, gen, op, role="a").cuda() if op == "linear_recurrence" else None
+                init = _special_initial(line, dt, "negzero").cuda()
+                for rev in (False, True):
+                    y = call(op, x, dim, True, rev, init, mask, a)
+                    if op in ("cummax", "cummin"):
+                        y = y[0]
+                    first = y.select(dim, shape[dim] - 1 if rev else 0)
+                    if not torch.equal(_bits(first), _bits(init)):
+                        bad.append((op, shape, dim, str(dt), "reverse" if rev else "forward"))
+    assert not bad, f"{len(bad)} cases whose exclusive first output is not the initial value: {bad[:8]}"
+
 _GENERIC_FIRST = """
 import sys, torch
 torch.ops.load_library(sys.argv[1])
