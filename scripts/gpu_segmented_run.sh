@@ -4,15 +4,14 @@
 #   carry/cur.so.xz  the working tree's library     carry/pre.so.xz  the library before
 #                                                                    segments (baseline)
 # Steps (STEPS="..." picks; default all), each under its own time limit, logged to $OUT/run.log:
-#   test      test_segmented.py on CUDA (-k cuda), and the unsegmented CUDA suites that the
-#             change touched (test_initial on CUDA)
+#   test      test_segmented.py on CUDA (-k cuda), test_initial on CUDA, test_cuda_bits.py
+#             (run-to-run bits), and EXTRA_TESTS (pytest arguments) if given
 #   ab        output hashes of both libraries on one case set without segments (bench/ab_bits.py:
 #             the unsegmented kernels must not change a bit)
 #   bench     bench/bench_segmented.py on CUDA
 #   sanitize  compute-sanitizer's four tools over test/sanitize_segmented_cases.py (every path of
 #             the segmented kernels; memcheck on all cases, the others on the subset)
-#   fuzz      the CUDA fuzz with a fixed seed, and the complex128 look-back case of seed
-#             688027910 (case 2316) replayed on both libraries
+#   fuzz      the CUDA fuzz with a fixed seed, and the cases it found replayed
 # Usage (device tool): bash scripts/gpu_segmented_run.sh   (carry: ["carry"])
 set -uo pipefail
 REPO="$(cd "$(dirname "$0")/.." && pwd)"
@@ -38,6 +37,11 @@ if want test; then
     test/python/test_segmented.py -k "${TEST_K:-cuda}" --durations=10
   step test_initial 90 env SCANOPS_LIBRARY=$CUR python3 -m pytest -q -p no:cacheprovider \
     test/python/test_initial.py -k "cuda and not compile"
+  step test_cuda_bits 60 env SCANOPS_LIBRARY=$CUR python3 -m pytest -q -p no:cacheprovider \
+    test/python/test_cuda_bits.py
+  # EXTRA_TESTS: more pytest arguments (files, -k) run the same way
+  [ -n "${EXTRA_TESTS:-}" ] && step extra_tests "${EXTRA_SECS:-120}" env SCANOPS_LIBRARY=$CUR \
+    python3 -m pytest -q -p no:cacheprovider $EXTRA_TESTS
 fi
 if want ab && [ -f "$PRE" ]; then
   step ab_cur 60 env SCANOPS_LIBRARY=$CUR python3 bench/ab_bits.py --device cuda --small --out /tmp/ab_cur.json
@@ -60,12 +64,11 @@ fi
 if want fuzz; then
   step fuzz_cuda 120 env SCANOPS_LIBRARY=$CUR python3 test/fuzz/fuzz_ops.py --seed 101 --device cuda \
     --seconds 90
-  for lib in CUR PRE; do
-    [ -f "${!lib}" ] || continue
-    for k in 1 2 3; do
-      step "c128_case_$lib" 60 env SCANOPS_LIBRARY=${!lib} python3 test/fuzz/fuzz_ops.py --seed 688027910 \
-        --case 2316 --device cuda
-    done
+  # The cases the CUDA fuzz found (docs/benchmarks/test-runs.md), replayed.
+  for sc in "101 8586" "688027910 2316" "101 12366"; do
+    set -- $sc
+    step "fuzz_case_$1_$2" 60 env SCANOPS_LIBRARY=$CUR python3 test/fuzz/fuzz_ops.py --seed $1 \
+      --case $2 --device cuda
   done
 fi
 echo "total $(( $(date +%s) - t0 )) s" >>"$LOG"
