@@ -314,10 +314,14 @@ __global__ void __launch_bounds__(kColTileThreads, 2)
       }
       detail::warp_publish(status.flags + item, status.inclusive + item * kWarpSize + lane,
                            lookback_combine<Combine>(carry, agg), kInclusive);
+      // The first band's exclusive prefix within the tile is identity(): it takes the carry
+      // itself, not combine(carry, identity()), which is not the carry for every value
+      // (-0.0 + 0.0 = +0.0: an initial value of -0.0 would not be an exclusive scan's first
+      // output, nor would a sum that is -0.0 so far carry on as -0.0).
 #pragma unroll
       for (int w = 0; w < kColWarps; ++w) {
         band_prefix[w * kWarpSize + lane] =
-            Combine::combine(carry, band_prefix[w * kWarpSize + lane]);
+            w == 0 ? carry : Combine::combine(carry, band_prefix[w * kWarpSize + lane]);
       }
     }
     __syncthreads();
@@ -741,9 +745,9 @@ __global__ void __launch_bounds__(kVecTileMaxThreads, 1)  // (128 registers, as 
       }
 #pragma unroll
       for (int v = 0; v < V; ++v) {
-        for (int w = 0; w < warps; ++w) {
+        for (int w = 0; w < warps; ++w) {  // (the first warp's prefix: the carry itself, as above)
           const int j = (w * kWarpSize + lane) * V + v;
-          part[j] = Combine::combine(carry.v[v], part[j]);
+          part[j] = w == 0 ? carry.v[v] : Combine::combine(carry.v[v], part[j]);
         }
       }
     }
