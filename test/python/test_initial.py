@@ -586,38 +586,45 @@ def _bits(t):
     return t.contiguous().view({8: torch.int64, 4: torch.int32, 2: torch.int16}[t.element_size()])
 
 
-@pytest.mark.parametrize("threads", [1, 2])
-@pytest.mark.parametrize("kind", ["negzero", "nanpayload"])
-def test_exclusive_first_output_is_initial_bitwise(kind, threads):
+def _first_output_mismatches(kind, device, skip_long_narrow):
+    """The (op, layout, dtype, direction) cases whose exclusive first output with an initial
+    value of `kind` is not that value bit for bit, on `device`."""
     cases = [(dt, op) for dt in (torch.float32, torch.float64, torch.bfloat16, torch.float16, torch.complex64)
              for op in OPS
              if not (kind == "nanpayload" and dt in (torch.bfloat16, torch.float16))
              and not (dt.is_complex and op in ("cummax", "cummin"))]
+    bad = []
+    for shape, dim in FIRST_LAYOUTS:
+        gen = torch.Generator().manual_seed(3)
+        line = [s for k, s in enumerate(shape) if k != dim]
+        for dt, op in cases:
+            if (skip_long_narrow and dt in (torch.bfloat16, torch.float16, torch.complex64)
+                    and shape[dim] > 70000 and len(shape) == 1):
+                continue  # (the 1-D line: float32 / float64 are enough)
+            x = rand(shape, dt, gen, op).to(device)
+            mask = (torch.rand(shape, generator=gen) < 0.5).to(device) if op == "masked_cumsum" else None
+            a = rand(shape, dt, gen, op, role="a").to(device) if op == "linear_recurrence" else None
+            init = _special_initial(line, dt, kind).to(device)
+            for rev in (False, True):
+                y = call(op, x, dim, True, rev, init, mask, a)
+                if op in ("cummax", "cummin"):
+                    y = y[0]
+                first = y.select(dim, shape[dim] - 1 if rev else 0)
+                if not torch.equal(_bits(first), _bits(init)):
+                    bad.append((op, shape, dim, str(dt), "reverse" if rev else "forward"))
+    return bad
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("kind", ["negzero", "nanpayload"])
+def test_exclusive_first_output_is_initial_bitwise(kind, threads):
     saved = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:
-        bad = []
-        for shape, dim in FIRST_LAYOUTS:
-            gen = torch.Generator().manual_seed(3)
-            line = [s for k, s in enumerate(shape) if k != dim]
-            for dt, op in cases:
-                if dt in (torch.bfloat16, torch.float16, torch.complex64) and shape[dim] > 70000 and len(shape) == 1:
-                    continue  # (the 1-D line: float32 / float64 are enough)
-                x = rand(shape, dt, gen, op)
-                mask = torch.rand(shape, generator=gen) < 0.5 if op == "masked_cumsum" else None
-                a = rand(shape, dt, gen, op, role="a") if op == "linear_recurrence" else None
-                init = _special_initial(line, dt, kind)
-                for rev in (False, True):
-                    y = call(op, x, dim, True, rev, init, mask, a)
-                    if op in ("cummax", "cummin"):
-                        y = y[0]
-                    first = y.select(dim, shape[dim] - 1 if rev else 0)
-                    if not torch.equal(_bits(first), _bits(init)):
-                        bad.append((op, shape, dim, str(dt), "reverse" if rev else "forward"))
+        bad = _first_output_mismatches(kind, "cpu", skip_long_narrow=True)
         assert not bad, f"{len(bad)} cases whose exclusive first output is not the initial value: {bad[:8]}"
     finally:
         torch.set_num_threads(saved)
-
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
@@ -625,26 +632,9 @@ def test_exclusive_first_output_is_initial_bitwise_cuda():
     """The CUDA kernels' exclusive first output is the initial value bit for bit (-0.0, every
     floating dtype and op, every kernel family the layouts reach: packed and long rows, the
     look-back of one line, column tiles and the three-pass columns)."""
-    bad = []
-    for shape, dim in FIRST_LAYOUTS:
-        gen = torch.Generator().manual_seed(3)
-        line = [s for k, s in enumerate(shape) if k != dim]
-        for dt in (torch.float32, torch.float64, torch.bfloat16, torch.float16, torch.complex64):
-            for op in OPS:
-                if dt.is_complex and op in ("cummax", "cummin"):
-                    continue
-                x = rand(shape, dt, gen, op).cuda()
-                mask = (torch.rand(shape, generator=gen) < 0.5).cuda() if op == "masked_cumsum" else None
-                a = rand(shape, dt, gen, op, role="a").cuda() if op == "linear_recurrence" else None
-                init = _special_initial(line, dt, "negzero").cuda()
-                for rev in (False, True):
-                    y = call(op, x, dim, True, rev, init, mask, a)
-                    if op in ("cummax", "cummin"):
-                        y = y[0]
-                    first = y.select(dim, shape[dim] - 1 if rev else 0)
-                    if not torch.equal(_bits(first), _bits(init)):
-                        bad.append((op, shape, dim, str(dt), "reverse" if rev else "forward"))
+    bad = _first_output_mismatches("negzero", "cuda", skip_long_narrow=False)
     assert not bad, f"{len(bad)} cases whose exclusive first output is not the initial value: {bad[:8]}"
+
 
 _GENERIC_FIRST = """
 import sys, torch
