@@ -224,7 +224,9 @@ struct LogAddExpCombine {
   // output are off it (combine puts an exp and a log1p on it). The bits differ from those of
   // combine's chain (fixed for a fixed walk: reproducible); float32 errors against a float64
   // reference measured 2.5e-7 - 1.2e-6 relative on the H100 (docs/design.md), within
-  // test/cuda_exact_check.py's bound. Special values as combine: equal
+  // test/cuda_exact_check.py's bound. (The CUDA back end walks float32 runs with its own
+  // form, ops/cuda/common.cuh's Walk<LogAddExpCombine<float>>: the same (m, t) with the
+  // special-function units' ex2 / lg2; float64 walks use these.) Special values as combine: equal
   // operands (infinities included) add 1 to t (an all -inf run stays -inf), NaN makes t NaN.
   static constexpr bool runs = !is_complex<acc_t>::value;
   struct run_t {

@@ -58,6 +58,70 @@ struct Walk<Combine, true> {
   __device__ __forceinline__ state_t value() const { return Combine::run_value(r); }
 };
 
+// The float32 run (logcumsumexp of float32, and of float16 / bfloat16, which accumulate in
+// float32) with the special-function units' ex2 / lg2 instead of the libdevice expf / log1pf
+// (each ~10-25 instructions; with them the kernels were compute bound at 34-52% of a copy on
+// the H100: an exp per element in a tile's reduce walk, an exp and a log1p in its rescan).
+// Same (m, t) form as LogAddExpCombine::run_push / run_value, m kept in natural units:
+//   push:  d = x - m, a = 2^(-|d| log2 e) (ex2.approx.ftz), a new maximum t' = (1 + t) a,
+//          else t' = t + a;
+//   value: m + ln 2 * lg2(1 + t) (lg2.approx.ftz).
+// Error, in natural-log units (the output's absolute error; the output is >= m and within
+// log(pushes + 1) of it, so relative to max(|y|, 1) it is the same figure or smaller):
+//   * d = x - m is exact when x and m are within a factor 2 (Sterbenz), else rounds to
+//     0.5 ulp(d) (as the old form's); -|d| log2 e rounds to 0.5 ulp (rel. 2^-24), which is a
+//     relative error |d| ln2 2^-24 of a = 2^(-|d| log2 e): it adds at most
+//     a |d| 2^-24 <= 2^-24 / e to t (the max of a*|d| is 1/e): below 2^-25;
+//   * ex2.approx.ftz.f32: a relative error of 2 ulp (2^-22, CUDA's documented bound for its
+//     fast exp2f) against the 1 ulp of expf, so at
+//     most 2^-23 more in log(1 + t) (each summand of t is off by 2^-22 of itself, and
+//     log(1 + t) passes a relative error of t on scaled by t / (1 + t) < 1); summands below
+//     2^-126 flush to 0 (less than 2^-126 of the 1 they are added to);
+//   * 1 + t rounds to 0.5 ulp: 2^-24 in the log (the old form's log1p kept t's low bits;
+//     here an output just above m loses them: an absolute 6e-8);
+//   * lg2.approx.ftz.f32 on [1, 2): absolute error below 2^-22.6 (CUDA's __log2f), times
+//     ln 2: 1.1e-7; above 2, relative 2 ulp of lg2(1 + t) <= log2(pushes + 1).
+// Together below ~3e-7 absolute (~2.5 ulp of 1) on top of the old form's rounding, per walk
+// (each output is one walk's value; the block scan and look-back between walks stay the
+// accurate combine). test/python/test_lse_accuracy_cuda.py measures it against torch's own
+// CUDA logcumsumexp (docs/benchmarks/logcumsumexp-2026-11-27.md: the table). Every operation
+// is spelled with a rounding intrinsic (no contraction chosen per site: the reduce and the
+// rescan walks of a tile give the same bits, and runs are reproducible). sm_90 SASS of the
+// float32 row kernel: ~7 instructions an element in the reduce walk and ~13 in the rescan (one
+// MUFU.EX2, and a MUFU.LG2 for the output), against ~20 and ~60-90 with expf / log1pf.
+// Special values as LogAddExpCombine::run_push: x == m (two equal infinities included)
+// adds 1 (an all -inf run stays -inf: value -inf + finite), +-inf differences give a = 0
+// (ex2(-inf) = +0), NaN x makes a and then t NaN, and a NaN t or m makes the value NaN.
+__device__ __forceinline__ float lse_ex2_ftz(float z) {
+  float r;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(z));
+  return r;
+}
+__device__ __forceinline__ float lse_lg2_ftz(float u) {
+  float r;
+  asm("lg2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(u));
+  return r;
+}
+template <>
+struct Walk<LogAddExpCombine<float>, true> {
+  using state_t = float;
+  float m;  // the running maximum (natural units)
+  float t;  // sum of exp(x - m) over the walk, less the maximum's own 1
+  static __device__ __forceinline__ Walk begin(float x) { return Walk{x, 0.0f}; }
+  __device__ __forceinline__ void push(float x) {
+    constexpr float kLog2e = 1.4426950408889634f;
+    const float d = __fsub_rn(x, m);
+    const float a = x == m ? 1.0f : lse_ex2_ftz(__fmul_rn(-fabsf(d), kLog2e));
+    const bool up = d > 0.0f;                     // a new maximum: t' = t a + a
+    t = __fmaf_rn(t, up ? a : 1.0f, a);           // else t' = t + a (exact t * 1)
+    m = up ? x : m;
+  }
+  __device__ __forceinline__ float value() const {
+    constexpr float kLn2 = 0.6931471805599453f;
+    return __fmaf_rn(lse_lg2_ftz(__fadd_rn(1.0f, t)), kLn2, m);
+  }
+};
+
 // A grid of `blocks` blocks, capped at `per_sm` blocks per SM (the kernels grid-stride).
 inline unsigned grid_size(const LaunchContext& ctx, int64_t blocks, int64_t per_sm) {
   return static_cast<unsigned>(std::max<int64_t>(1, std::min(blocks, ctx.sms * per_sm)));
