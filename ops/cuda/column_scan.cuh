@@ -172,15 +172,12 @@ constexpr int col_band_rows() {
 // one column, starting at element idx0, `step` elements apart: its elements are loaded into
 // registers (as the source holds them) and reduced; once the carry of what precedes the run
 // is known they are scanned from it and written. The two column tile kernels' lanes are such
-// runs. The total and the carry are carries (Carry, row_scan.cuh: float64 for float32 linear
-// recurrences, reduced element by element in it); the rescan is in Combine from the carry
-// rounded once.
+// runs. Their carries stay in Combine (not Carry's float64 for float32 linear recurrences:
+// that cost 26-29% of the tile and warp kernels' speed on an H200, 2026-11-27; the row kernels
+// and the three-pass column scan carry wide).
 template <class Combine, class Source, int R>
 struct ColumnRun {
   using state_t = typename Combine::state_t;
-  using C = Carry<Combine>;
-  using Wide = typename C::type;
-  using carry_t = typename Wide::state_t;
   using held_t = typename Source::held_t;
   held_t x[R];
   int64_t idx0, step, s0, m;
@@ -192,7 +189,7 @@ struct ColumnRun {
     return ColumnRun{{}, idx0, step, s0, std::min<int64_t>(R, length - s0), active};
   }
   // Loads the run; returns its total (the state after its last element).
-  __device__ __forceinline__ carry_t load_reduce(const Source& src, int64_t length,
+  __device__ __forceinline__ state_t load_reduce(const Source& src, int64_t length,
                                                  bool reverse) {
 #pragma unroll
     for (int k = 0; k < R; ++k) {
@@ -200,20 +197,21 @@ struct ColumnRun {
                  ? src.hold_at(idx0 + k * step, reverse ? length - 1 - (s0 + k) : s0 + k)
                  : Source::held_identity();
     }
-    auto w = Walk<Wide>::begin(C::widen(src.lift_held(x[0])));
+    auto w = Walk<Combine>::begin(src.lift_held(x[0]));
 #pragma unroll
-    for (int k = 1; k < R; ++k) w.push(C::widen(src.lift_held(x[k])));
+    for (int k = 1; k < R; ++k) w.push(src.lift_held(x[k]));
     return w.value();
   }
   template <class Sink>
   __device__ __forceinline__ void scan_store(const Source& src, const Sink& dst,
-                                             const carry_t& carry, bool exclusive) const {
+                                             const state_t& carry, bool exclusive) const {
     if (!active) return;
-    auto w = Walk<Combine>::begin(C::narrow(carry));
+    auto w = Walk<Combine>::begin(carry);
 #pragma unroll
     for (int k = 0; k < R; ++k) {
       if (k < m) {
-        const state_t before = exclusive ? w.value() : state_t{};  // (runs: no log1p unused)
+        // (k == 0: the carry itself, as in RowTile::scan: not the walk's value() of it.)
+        const state_t before = !exclusive ? state_t{} : k == 0 ? carry : w.value();
         w.push(src.lift_held(x[k]));
         dst.store(idx0 + k * step, exclusive ? before : w.value());
       }
@@ -239,11 +237,8 @@ struct ColTileGeometry {
 template <class Combine, class Source, class Sink>
 __global__ void __launch_bounds__(kColTileThreads, 2)
     column_tile_kernel(Source src, Sink dst, ColTileGeometry g,
-                       ChunkStatus<typename Carry<Combine>::state_t> status) {
-  // The bands' totals, the tiles' and the look-back's are carries (ColumnRun).
-  using C = Carry<Combine>;
-  using Wide = typename C::type;
-  using state_t = typename Wide::state_t;
+                       ChunkStatus<typename Combine::state_t> status) {
+  using state_t = typename Combine::state_t;
   constexpr int R = col_band_rows<Source, Sink>();
   constexpr int kTileRows = kColWarps * R;
   constexpr int kWindow = 8;                  // predecessors read at once
@@ -276,19 +271,19 @@ __global__ void __launch_bounds__(kColTileThreads, 2)
 
     if (warp == 0) {
       // Per column: the bands' exclusive prefixes within the tile, and the tile's aggregate.
-      state_t agg = Wide::identity();
+      state_t agg = Combine::identity();
 #pragma unroll
       for (int w = 0; w < kColWarps; ++w) {
         const state_t a = band_prefix[w * kWarpSize + lane];
         band_prefix[w * kWarpSize + lane] = agg;
-        agg = Wide::combine(agg, a);
+        agg = Combine::combine(agg, a);
       }
       // Per column: the carry from the tiles above (deterministic look-back, as lookback.cuh:
       // the sequential left fold from the nearest inclusive prefix); the first row tile's is
       // the column's initial state (it publishes only its inclusive prefix, so no walk goes
       // past it).
-      state_t carry = Wide::identity();
-      if (rt == 0 && col < g.inner) carry = C::widen(dst.line_start(o * g.inner + col));
+      state_t carry = Combine::identity();
+      if (rt == 0 && col < g.inner) carry = dst.line_start(o * g.inner + col);
       if (rt > 0) {
         detail::warp_publish(status.flags + item, status.aggregate + item * kWarpSize + lane,
                              agg, kAggregate);
@@ -310,7 +305,7 @@ __global__ void __launch_bounds__(kColTileThreads, 2)
             if (d <= stop) {
               const int64_t r_d = rt - 1 - depth - d;
               const bool inc = (inclusive >> d) & 1u;
-              state_t v = Wide::identity();
+              state_t v = Combine::identity();
               if (r_d >= 0) {
                 // Each lane acquires the flag itself (another lane read it for the ballot).
                 const int64_t j = r_d * bands + band;
@@ -327,10 +322,10 @@ __global__ void __launch_bounds__(kColTileThreads, 2)
           if (inclusive != 0) break;
           if (depth + kWindow > kHistory) depth = 0;  // start again from the nearest
         }
-        carry = fold_left<Wide>(depth, [&](int d) { return history[d * kWarpSize + lane]; });
+        carry = fold_left<Combine>(depth, [&](int d) { return history[d * kWarpSize + lane]; });
       }
       detail::warp_publish(status.flags + item, status.inclusive + item * kWarpSize + lane,
-                           lookback_combine<Wide>(carry, agg), kInclusive);
+                           lookback_combine<Combine>(carry, agg), kInclusive);
       // The first band's exclusive prefix within the tile is identity(): it takes the carry
       // itself, not combine(carry, identity()), which is not the carry for every value
       // (-0.0 + 0.0 = +0.0: an initial value of -0.0 would not be an exclusive scan's first
@@ -338,7 +333,7 @@ __global__ void __launch_bounds__(kColTileThreads, 2)
 #pragma unroll
       for (int w = 0; w < kColWarps; ++w) {
         band_prefix[w * kWarpSize + lane] =
-            w == 0 ? carry : Wide::combine(carry, band_prefix[w * kWarpSize + lane]);
+            w == 0 ? carry : Combine::combine(carry, band_prefix[w * kWarpSize + lane]);
       }
     }
     __syncthreads();
@@ -420,11 +415,8 @@ constexpr int64_t kMinWarpBands = 64;  // bands of 32 columns
 template <class Combine, class Source, class Sink>
 __global__ void __launch_bounds__(kWarpTileThreads, 3)
     column_warp_kernel(Source src, Sink dst, ColTileGeometry g,
-                       ChunkStatus<typename Carry<Combine>::state_t> status) {
-  // The warps' totals and the look-back's states are carries (ColumnRun).
-  using C = Carry<Combine>;
-  using Wide = typename C::type;
-  using state_t = typename Wide::state_t;
+                       ChunkStatus<typename Combine::state_t> status) {
+  using state_t = typename Combine::state_t;
   constexpr int R = col_band_rows<Source, Sink>();
   __shared__ int64_t next_item;
   const int lane = threadIdx.x % kWarpSize;
@@ -454,8 +446,8 @@ __global__ void __launch_bounds__(kWarpTileThreads, 3)
 
     // The first row tile starts from the column's initial state (it publishes only its
     // inclusive prefix: no walk goes past it).
-    state_t carry = Wide::identity();
-    if (rt == 0 && col < g.inner) carry = C::widen(dst.line_start(o * g.inner + col));
+    state_t carry = Combine::identity();
+    if (rt == 0 && col < g.inner) carry = dst.line_start(o * g.inner + col);
     if (rt > 0) {
       detail::warp_publish(status.flags + slot(item),
                            status.aggregate + slot(item) * kWarpSize + lane, agg, kAggregate);
@@ -463,7 +455,7 @@ __global__ void __launch_bounds__(kWarpTileThreads, 3)
       const int stop = detail::wait_window(
           [&](int d) { return status.flags + slot((rt - 1 - d) * bands + band); },
           static_cast<int>(std::min<int64_t>(kWarpWindow, rt)));
-      carry = fold_left<Wide>(stop + 1, [&](int d) {
+      carry = fold_left<Combine>(stop + 1, [&](int d) {
         const int64_t j = slot((rt - 1 - d) * bands + band);
         return detail::load_cg((d == stop ? status.inclusive : status.aggregate) + j * kWarpSize +
                                lane);
@@ -472,7 +464,7 @@ __global__ void __launch_bounds__(kWarpTileThreads, 3)
     if (rt + 1 < g.row_tiles) {  // the last row tile has no successor
       detail::warp_publish(status.flags + slot(item),
                            status.inclusive + slot(item) * kWarpSize + lane,
-                           lookback_combine<Wide>(carry, agg), kInclusive);
+                           lookback_combine<Combine>(carry, agg), kInclusive);
     }
     run.scan_store(src, dst, carry, g.exclusive);
   }
@@ -812,7 +804,8 @@ __global__ void __launch_bounds__(kVecTileMaxThreads, 1)  // (128 registers, as 
 template <class Combine, class Source, class Sink>
 void scan_columns(const LaunchContext& ctx, const Source& src, const Sink& dst, int64_t outer,
                   int64_t length, int64_t inner, ScanFlags flags) {
-  using carry_t = typename Carry<Combine>::state_t;  // (chunk totals, look-back states)
+  using state_t = typename Combine::state_t;          // (the tile kernels' look-back states)
+  using carry_t = typename Carry<Combine>::state_t;  // (the three passes' chunk totals)
   const int64_t columns = outer * inner;
   const int64_t wanted = ctx.sms * kColThreadsWantedPerSM;
   const bool tiles = columns < ctx.sms * col_whole_columns_per_sm<Combine>();
@@ -844,7 +837,7 @@ void scan_columns(const LaunchContext& ctx, const Source& src, const Sink& dst, 
                            ceil_div(length, kWarpRows), flags.exclusive, flags.reverse};
     const int64_t items = outer * g.col_tiles * g.row_tiles;
     const auto status =
-        make_chunk_status<carry_t>(ctx, items * kWarpTileWarps, kWarpSize);  // per warp
+        make_chunk_status<state_t>(ctx, items * kWarpTileWarps, kWarpSize);  // per warp
     column_warp_kernel<Combine, Source, Sink>
         <<<grid_size(ctx, items, 4), kWarpTileThreads, 0, ctx.stream>>>(src, dst, g, status);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
@@ -854,7 +847,7 @@ void scan_columns(const LaunchContext& ctx, const Source& src, const Sink& dst, 
     const ColTileGeometry g{outer, length, inner, ceil_div(inner, kWarpSize),
                            ceil_div(length, kTileRows), flags.exclusive, flags.reverse};
     const int64_t items = outer * g.col_tiles * g.row_tiles;
-    const auto status = make_chunk_status<carry_t>(ctx, items, kWarpSize);
+    const auto status = make_chunk_status<state_t>(ctx, items, kWarpSize);
     column_tile_kernel<Combine, Source, Sink>
         <<<grid_size(ctx, items, kColBlocksPerSM), kColTileThreads, 0, ctx.stream>>>(src, dst, g,
                                                                                      status);

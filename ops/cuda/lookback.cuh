@@ -198,6 +198,57 @@ __device__ __forceinline__ typename Combine::state_t fold_left(int n, At&& at) {
   return P::canonical(prefix);
 }
 
+// The walk of a deterministic look-back, shared by LookBack (below) and the segmented scans'
+// look-back over chunks (segmented.cuh), so that both stop, keep and fold alike. Called by the
+// 32 lanes of a warp. Each round, read(depth, flag, v) gives lane i its kReads predecessors
+// d = depth + u * 32 + i (u < kReads; d counts back from the tile, 0 the nearest), each with
+// a flag that is no longer kEmpty (predecessors before the line: kInclusive and identity()).
+// The walk stops at the nearest predecessor for which complete(flag, v) holds (its state is
+// then the line's whole prefix up to it: an inclusive prefix, or a segmented aggregate that
+// holds a head), keeps the states it read up to there in hist[0, depth) (a round that finds
+// none starts again from the nearest predecessor when hist would overflow: by then further
+// ones are done) and returns in every lane the left fold of hist from the stop on: the state
+// before the tile, bitwise the same whichever complete predecessor it met (see the header).
+template <class Combine, int kReads, int kHistory, class Read, class Complete>
+__device__ __forceinline__ typename Combine::state_t walk_back(typename Combine::state_t* hist,
+                                                               Read&& read, Complete&& complete) {
+  using state_t = typename Combine::state_t;
+  constexpr int kWindow = kReads * kWarpSize;
+  static_assert(kHistory >= kWindow, "a round's reads must fit the history");
+  const int lane = threadIdx.x % kWarpSize;
+  int depth = 0;  // predecessors kept in hist
+  for (;;) {
+    unsigned flag[kReads];
+    state_t v[kReads];
+    read(depth, flag, v);
+    // The nearest complete predecessor of the round, if any: the walk stops there.
+    int stop = kWindow - 1;
+    bool found = false;
+#pragma unroll
+    for (int u = 0; u < kReads; ++u) {
+      const unsigned done = __ballot_sync(kFullMask, complete(flag[u], v[u]));
+      if (!found && done != 0) {
+        stop = u * kWarpSize + __ffs(static_cast<int>(done)) - 1;
+        found = true;
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kReads; ++u) {
+      const int d = u * kWarpSize + lane;
+      if (d <= stop) hist[depth + d] = v[u];
+    }
+    depth += stop + 1;
+    if (found) break;
+    if (depth + kWindow > kHistory) depth = 0;  // start again from the nearest predecessor
+  }
+  __syncwarp();
+  state_t prefix = Combine::identity();
+  if (lane == 0) prefix = fold_left<Combine>(depth, [&](int d) { return hist[d]; });
+  prefix = shfl_idx(prefix, 0);
+  __syncwarp();  // hist is read before a later tile of this block writes it
+  return prefix;
+}
+
 // One tile's part in the look-back: `chunk` indexes the status arrays, `first` is the index
 // of the first tile of its line (whose predecessors belong to another line).
 template <class Combine>
@@ -262,13 +313,10 @@ struct LookBack {
       prefix = line_start();  // (identity() without an initial value)
     } else {
       if (!lookback_packs<state_t> && lane == 0) publish(kAggregate, status.aggregate, aggregate);
-      int depth = 0;  // predecessors kept in st.history
       bool preloaded = lookback_packs<state_t>;
-      for (;;) {
+      const auto read = [&](int depth, unsigned(&flag)[kReads], state_t(&v)[kReads]) {
         // Read u of lane i: predecessor d = u * 32 + i, tile chunk - 1 - depth - d (tiles
         // before `first`: inclusive identity).
-        unsigned flag[kReads];
-        state_t v[kReads];
         if constexpr (lookback_packs<state_t>) {  // a flag and its state in one load
           unsigned long long w[kReads];
           if (preloaded) {
@@ -301,32 +349,9 @@ struct LookBack {
             }
           }
         }
-        // The nearest inclusive predecessor of the round, if any: the walk stops there.
-        int stop = kWindow - 1;
-        bool found = false;
-#pragma unroll
-        for (int u = 0; u < kReads; ++u) {
-          const unsigned inc = __ballot_sync(kFullMask, flag[u] == kInclusive);
-          if (!found && inc != 0) {
-            stop = u * kWarpSize + __ffs(static_cast<int>(inc)) - 1;
-            found = true;
-          }
-        }
-#pragma unroll
-        for (int u = 0; u < kReads; ++u) {
-          const int d = u * kWarpSize + lane;
-          if (d <= stop) st.history[depth + d] = v[u];
-        }
-        depth += stop + 1;
-        if (found) break;
-        if (depth + kWindow > kHistory) depth = 0;  // start again from the nearest predecessor
-      }
-      __syncwarp();
-      if (lane == 0) {  // the sequential left fold, from the inclusive prefix met
-        prefix = fold_left<Combine>(depth, [&](int d) { return st.history[d]; });
-      }
-      prefix = shfl_idx(prefix, 0);
-      __syncwarp();  // history reads done before a later tile of this block writes it
+      };
+      prefix = walk_back<Combine, kReads, kHistory>(
+          &st.history[0], read, [](unsigned flag, const state_t&) { return flag == kInclusive; });
     }
     // (lookback_combine: the bits a later tile's fold_left gives for this tile's prefix.)
     if (lane == 0) {

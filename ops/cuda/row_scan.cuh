@@ -288,8 +288,9 @@ struct RowTile {
     int j_next = j_first;
     state_t s_next = Combine::identity();
     if (head_init && heads != 0) s_next = row_start(j_next);
-    auto w = Walk<Combine>::begin(
-        C::narrow(Scan::exclusive_scan(st.scan, heads != 0, agg, carry_op, total)));
+    const state_t prefix =
+        C::narrow(Scan::exclusive_scan(st.scan, heads != 0, agg, carry_op, total));
+    auto w = Walk<Combine>::begin(prefix);
 #pragma unroll
     for (int k = 0; k < kItems; ++k) {
       const bool head = (heads >> k) & 1u;
@@ -302,7 +303,10 @@ struct RowTile {
         w = Walk<Combine>::begin(s);
         w.push(x);
       } else {
-        if (exclusive) y = Sink::lower(head ? Combine::identity() : w.value());
+        // (k == 0: the prefix itself, not w.value(): a walk's value() of its begin() state is
+        // not that state bit for bit where the walk keeps another form: logcumsumexp's online
+        // (m, t) gives m + log1p(0), and -0.0 + 0 = +0.0, an initial -0.0's exclusive output.)
+        if (exclusive) y = Sink::lower(head ? Combine::identity() : k == 0 ? prefix : w.value());
         if (head) {
           w = Walk<Combine>::begin(x);
         } else {

@@ -857,7 +857,8 @@ struct Tile {
         w = Walk<C>::begin(s);
         w.push(x);
       } else {
-        if (p.exclusive) y = Sink::lower(head ? C::identity() : w.value());
+        // (k == 0: `before` itself, as in RowTile::scan: not the walk's value() of it.)
+        if (p.exclusive) y = Sink::lower(head ? C::identity() : k == 0 ? before : w.value());
         if (head) {
           w = Walk<C>::begin(x);
         } else {
@@ -911,8 +912,9 @@ constexpr int kHistory = 2 * kWindow;
 
 // Called by the 32 lanes of warp 0 of chunk c >= 1 with its aggregate: publishes it (as
 // inclusive where it holds a head), walks back to the nearest complete predecessor, folds
-// what it read left to right from there, publishes the inclusive prefix (if not yet) and
-// returns the state before the chunk in every lane.
+// what it read left to right from there (lookback.cuh's walk_back, the row look-back's own),
+// publishes the inclusive prefix (if not yet) and returns the state before the chunk in
+// every lane.
 template <class C>
 __device__ __forceinline__ SegState<C> look_back(const Status<C>& s, SegState<C>* hist,
                                                  int64_t c, const SegState<C>& agg) {
@@ -920,11 +922,8 @@ __device__ __forceinline__ SegState<C> look_back(const Status<C>& s, SegState<C>
   using SC = SegmentedCombine<C>;
   const int lane = threadIdx.x % kWarpSize;
   if (lane == 0) publish(s, c, agg.head ? kInclusive : kAggregate, agg);
-  int depth = 0;
-  for (;;) {
-    unsigned flag[kReads];
-    seg_t v[kReads];
-    if constexpr (kPacked<C>) {
+  const auto read = [&](int depth, unsigned(&flag)[kReads], seg_t(&v)[kReads]) {
+    if constexpr (kPacked<C>) {  // a flag, the head bit and the state in one load
       unsigned long long w[kReads];
 #pragma unroll
       for (int u = 0; u < kReads; ++u) {
@@ -959,31 +958,10 @@ __device__ __forceinline__ SegState<C> look_back(const Status<C>& s, SegState<C>
         }
       }
     }
-    // The nearest complete predecessor of the round, if any: the walk stops there.
-    int stop = kWindow - 1;
-    bool found = false;
-#pragma unroll
-    for (int u = 0; u < kReads; ++u) {
-      const unsigned done = __ballot_sync(kFullMask, flag[u] == kInclusive || v[u].head);
-      if (!found && done != 0) {
-        stop = u * kWarpSize + __ffs(static_cast<int>(done)) - 1;
-        found = true;
-      }
-    }
-#pragma unroll
-    for (int u = 0; u < kReads; ++u) {
-      const int d = u * kWarpSize + lane;
-      if (d <= stop) hist[depth + d] = v[u];
-    }
-    depth += stop + 1;
-    if (found) break;
-    if (depth + kWindow > kHistory) depth = 0;  // start again from the nearest predecessor
-  }
-  __syncwarp();
-  seg_t prefix = SC::identity();
-  if (lane == 0) prefix = fold_left<SC>(depth, [&](int d) { return hist[d]; });
-  prefix = shfl_idx(prefix, 0);
-  __syncwarp();  // the history is read before a later chunk of this block writes it
+  };
+  // Complete: an inclusive prefix, or an aggregate that holds a head (its own prefix).
+  const seg_t prefix = walk_back<SC, kReads, kHistory>(
+      hist, read, [](unsigned flag, const seg_t& v) { return flag == kInclusive || v.head; });
   if (!agg.head && lane == 0) publish(s, c, kInclusive, lookback_combine<SC>(prefix, agg));
   return prefix;
 }
