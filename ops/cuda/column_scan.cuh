@@ -210,8 +210,9 @@ struct ColumnRun {
 #pragma unroll
     for (int k = 0; k < R; ++k) {
       if (k < m) {
-        // (k == 0: the carry itself, as in RowTile::scan: not the walk's value() of it.)
-        const state_t before = !exclusive ? state_t{} : k == 0 ? carry : w.value();
+        // (Runs, k == 0: the carry itself, as in RowTile::scan: not the run's value() of it.)
+        state_t before{};
+        if (exclusive) before = combine_runs<Combine> && k == 0 ? carry : w.value();
         w.push(src.lift_held(x[k]));
         dst.store(idx0 + k * step, exclusive ? before : w.value());
       }

@@ -857,8 +857,12 @@ struct Tile {
         w = Walk<C>::begin(s);
         w.push(x);
       } else {
-        // (k == 0: `before` itself, as in RowTile::scan: not the walk's value() of it.)
-        if (p.exclusive) y = Sink::lower(head ? C::identity() : k == 0 ? before : w.value());
+        // (Runs, k == 0: `before` itself, as in RowTile::scan: not the run's value() of it.)
+        if constexpr (combine_runs<C>) {
+          if (p.exclusive) y = Sink::lower(head ? C::identity() : k == 0 ? before : w.value());
+        } else {
+          if (p.exclusive) y = Sink::lower(head ? C::identity() : w.value());
+        }
         if (head) {
           w = Walk<C>::begin(x);
         } else {
