@@ -11,6 +11,8 @@
 #include <ATen/Parallel.h>
 
 #include <algorithm>
+#include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "ops/cpu/scan_cpu.h"
@@ -35,10 +37,38 @@ struct SegRunner {
   using Args = SegmentedArgs<C, in_t, out_t>;
   using seg_t = typename Args::seg_t;
 
+  // Where a head is not known from the flags' word (positions with and without heads), a
+  // head may select the element's own state against the combine of the running state with
+  // it (both computed, then a select: no branch on the flags, which are as unpredictable as
+  // the segment lengths). Exact for every combine: the selected value is the one the branch
+  // takes, bit for bit. It wins only where the combine is a select already (cummax /
+  // cummin); sums, products and affine maps keep the branch (a select puts a combine and a
+  // select on every element's chain, a branch only its mispredictions; measured in
+  // docs/benchmarks/segmented-cpu-2026-11-27.md).
+  static constexpr bool kSelect = C::selects;
+  template <class S>
+  static S select(bool h, const S& a, const S& b) {  // h ? a : b
+    if constexpr (sizeof(S) % 8 == 0 && std::is_trivially_copyable_v<S>) {
+      constexpr size_t W = sizeof(S) / 8;
+      uint64_t wa[W], wb[W];
+      std::memcpy(wa, &a, sizeof(S));
+      std::memcpy(wb, &b, sizeof(S));
+      const uint64_t m = uint64_t(0) - uint64_t(h);
+      for (size_t j = 0; j < W; ++j) wa[j] = (wa[j] & m) | (wb[j] & ~m);
+      S r;
+      std::memcpy(&r, wa, sizeof(S));
+      return r;
+    } else {
+      return h ? a : b;
+    }
+  }
+
   // Rows (inner == 1): SegmentedArgs::step's walk with the offsets stepped along the row
   // instead of computed from (o, l, i) per element, and the running state in a local (the
-  // generic walk keeps it in the column block's array). The same branches as
-  // SegmentedArgs::lift / head / write: a change there is a change here.
+  // generic walk keeps it in the column block's array). The same results as
+  // SegmentedArgs::lift / head / write: a change there is a change here. Where the reset
+  // flags are contiguous along the row they are read 8 at a time: a word of zeros has no
+  // head (the common case for long segments: no per-element test at all).
   template <bool kWrite>
   static seg_t walk_row(const Args& a, int64_t o, int64_t k0, int64_t k1, seg_t r) {
     using state_t = typename C::state_t;
@@ -60,18 +90,39 @@ struct SegRunner {
         if constexpr (C::indexed) idx[l] = C::index(s);
       }
     };
-    int64_t l = a.pos(k0);
-    for (int64_t k = k0; k < k1; ++k, l += dl) {
-      state_t x;
+    const auto lift = [&](int64_t l) -> state_t {
       if constexpr (C::arity == 2) {
-        x = C::template lift<in_t>(cf[l * csl], in[l]);
+        return C::template lift<in_t>(cf[l * csl], in[l]);
       } else if constexpr (C::indexed) {
-        x = C::template lift<in_t>(in[l], l);
+        return C::template lift<in_t>(in[l], l);
       } else {
-        x = (m != nullptr && !m[l * msl]) ? C::identity() : C::template lift<in_t>(in[l]);
+        return (m != nullptr && !m[l * msl]) ? C::identity() : C::template lift<in_t>(in[l]);
       }
-      const bool head = k == 0 ? a.initial == nullptr : rs[(a.reverse ? l + 1 : l) * rsl];
-      if (head) {
+    };
+    // one position without a head
+    const auto plain = [&](int64_t l) {
+      const state_t x = lift(l);
+      if (exclusive) write(l, r.s);
+      r.s = C::combine(r.s, x);
+      if (!exclusive) write(l, r.s);
+    };
+    // one position that is a head (no dependence on the running state: the select's
+    // chain would cost a combine and a select an element where every element is a head)
+    const auto head = [&](int64_t l) {
+      const state_t x = lift(l);
+      if (exclusive) write(l, C::identity());
+      r.s = x;
+      r.head = true;
+      if (!exclusive) write(l, r.s);
+    };
+    // one position that may be a head
+    const auto any = [&](int64_t l, bool h) {
+      const state_t x = lift(l);
+      if constexpr (kSelect) {
+        if (exclusive) write(l, select(h, C::identity(), r.s));
+        r.s = select(h, x, C::combine(r.s, x));
+        r.head = r.head || h;
+      } else if (h) {
         if (exclusive) write(l, C::identity());
         r.s = x;
         r.head = true;
@@ -80,7 +131,35 @@ struct SegRunner {
         r.s = C::combine(r.s, x);
       }
       if (!exclusive) write(l, r.s);
+    };
+    int64_t k = k0;
+    int64_t l = a.pos(k0);
+    if (k == 0 && k < k1) {  // the line's first position: a head unless the line has an initial value
+      any(l, a.initial == nullptr);
+      ++k;
+      l += dl;
     }
+    if (rsl == 1) {
+      // flags of positions l .. l + 7 in scan order: forward rs[l .. l + 7], reverse
+      // rs[l + 1 - 7 .. l + 1] (the head of memory position l is rs[l + 1]), one word
+      const int64_t woff = a.reverse ? -6 : 0;
+      constexpr uint64_t kAllHeads = 0x0101010101010101ull;  // (bool true is 1)
+      for (; k + 8 <= k1; k += 8, l += 8 * dl) {
+        uint64_t w;
+        std::memcpy(&w, rs + l + woff, 8);
+        if (w == 0) {
+          for (int j = 0; j < 8; ++j) plain(l + j * dl);
+        } else if (w == kAllHeads) {
+          for (int j = 0; j < 8; ++j) head(l + j * dl);
+        } else {
+          for (int j = 0; j < 8; ++j) {
+            const int64_t lj = l + j * dl;
+            any(lj, rs[a.reverse ? lj + 1 : lj]);
+          }
+        }
+      }
+    }
+    for (; k < k1; ++k, l += dl) any(l, rs[(a.reverse ? l + 1 : l) * rsl]);
     return r;
   }
 
