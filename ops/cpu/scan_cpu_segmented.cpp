@@ -7,7 +7,8 @@
 // in memory). Lines are cut into chunks only when there are fewer than kMinUnits units of
 // whole lines; then a first pass takes each chunk's total (SegmentedCombine), a serial pass per
 // line combines them into each chunk's carry, and a second walk writes every chunk from its
-// carry (the input read twice).
+// carry (the input read twice). Float32 / float64 sums, products and linear recurrences walk
+// on the AVX2 kernels of scan_cpu_segmented_avx2.h where the CPU has them (vec_ok).
 #include <ATen/Parallel.h>
 
 #include <algorithm>
@@ -16,13 +17,18 @@
 #include <vector>
 
 #include "ops/cpu/scan_cpu.h"
+#include "ops/cpu/scan_cpu_kernels.h"  // the AVX2 kernels' lanes and dispatch, the memory policy
 #include "ops/dispatch.h"
 #include "ops/segmented.h"
 
+#if defined(SCANOPS_AVX2_KERNELS)
 namespace scanops {
-// The back end's memory policy (scan_cpu_memory.cpp; declared in scan_cpu_kernels.h).
-void advise_huge_pages(void* p, int64_t bytes);
+#pragma GCC push_options
+#pragma GCC target("avx2,fma")
+#include "ops/cpu/scan_cpu_segmented_avx2.h"
+#pragma GCC pop_options
 }  // namespace scanops
+#endif
 
 namespace scanops::cpu {
 namespace {
@@ -32,10 +38,107 @@ constexpr int64_t kMinUnits = 64;          // whole lines when there are at leas
 constexpr int64_t kChunkElements = 1 << 16;  // elements of a unit when lines are cut
 constexpr int64_t kGrainElements = 1 << 15;  // elements a parallel task takes at least
 
+// The combines with AVX2 segmented kernels (scan_cpu_segmented_avx2.h): their float64 states.
+template <class C>
+struct SegVecOp {
+  using type = void;
+};
+#if defined(SCANOPS_AVX2_KERNELS)
+template <>
+struct SegVecOp<SumCombine<double>> {
+  using type = avx2::SumOp;
+};
+template <>
+struct SegVecOp<ProdCombine<double>> {
+  using type = avx2::ProdOp;
+};
+template <>
+struct SegVecOp<AffineCombine<double>> {
+  using type = avx2::AffineOp;
+};
+#endif
+
 template <class C, class in_t, class out_t>
 struct SegRunner {
   using Args = SegmentedArgs<C, in_t, out_t>;
   using seg_t = typename Args::seg_t;
+  using VecOp = typename SegVecOp<C>::type;
+  // float32 / float64 in and out, a combine with a vector kernel
+  static constexpr bool kVec = !std::is_void_v<VecOp> && std::is_same_v<in_t, out_t> &&
+                               (std::is_same_v<in_t, float> || std::is_same_v<in_t, double>);
+  static constexpr int kComps = std::is_same_v<typename C::state_t, double> ? 1 : 2;
+
+  // Whether the vector kernels take this problem: the CPU has them (use_avx2(), the
+  // unsegmented kernels' dispatch) and the companions are read with unit strides (rows: along
+  // the length; columns: across them, the reset flags also broadcast); else the generic walk.
+  static bool vec_ok(const Args& a) {
+    if constexpr (!kVec) {
+      return false;
+    } else {
+      if (!use_avx2()) return false;
+      if (a.inner == 1) {
+        return a.reset_at.sl == 1 && (a.mask == nullptr || a.mask_at.sl == 1) &&
+               (a.coeff == nullptr || a.coeff_at.sl == 1);
+      }
+      return (a.reset_at.si == 0 || a.reset_at.si == 1) && (a.mask == nullptr || a.mask_at.si == 1) &&
+             (a.coeff == nullptr || a.coeff_at.si == 1);
+    }
+  }
+
+  // walk_row on the vector kernel (vec_ok)
+  template <bool kWrite>
+  static seg_t vec_row(const Args& a, int64_t o, int64_t k0, int64_t k1, seg_t r) {
+#if defined(SCANOPS_AVX2_KERNELS)
+    if constexpr (kVec) {
+      const int64_t n = a.length;
+      const avx2::SegRow<in_t> p{a.input + o * n,
+                                 a.coeff != nullptr ? a.coeff + o * a.coeff_at.so : nullptr,
+                                 a.mask != nullptr ? a.mask + o * a.mask_at.so : nullptr,
+                                 a.reset + o * a.reset_at.so, a.values + o * n, n};
+      avx2::seg_row<VecOp, in_t>(p, a.reverse, a.exclusive, kWrite, k0, k1, a.initial == nullptr, r.s, r.head);
+    }
+#endif
+    return r;
+  }
+
+  // Columns [i0, i1) of outer index o, positions [k0, k1), on the vector kernel (vec_ok),
+  // from the states r[i - i0].
+  template <bool kWrite>
+  static void vec_cols(const Args& a, int64_t o, int64_t i0, int64_t i1, int64_t k0, int64_t k1, seg_t* r) {
+#if defined(SCANOPS_AVX2_KERNELS)
+    if constexpr (kVec) {
+      const int64_t w = i1 - i0, n = a.length, inner = a.inner;
+      double L[kComps * kColumns], H[kColumns];
+      for (int64_t j = 0; j < w; ++j) {
+        if constexpr (kComps == 1) {
+          L[j] = r[j].s;
+        } else {
+          L[j] = r[j].s.a;
+          L[w + j] = r[j].s.b;
+        }
+        const uint64_t hb = r[j].head ? ~uint64_t(0) : 0;
+        std::memcpy(H + j, &hb, 8);
+      }
+      const avx2::SegCols<in_t> p{a.input + o * n * inner + i0,
+                                  a.coeff != nullptr ? a.coeff + o * a.coeff_at.so + i0 : nullptr,
+                                  a.mask != nullptr ? a.mask + o * a.mask_at.so + i0 : nullptr,
+                                  a.reset + o * a.reset_at.so + i0 * a.reset_at.si,
+                                  a.values + o * n * inner + i0,
+                                  n, inner, a.coeff_at.sl, a.mask_at.sl, a.reset_at.sl, a.reset_at.si};
+      avx2::seg_col<VecOp, in_t>(p, a.reverse, a.exclusive, kWrite, w, k0, k1, a.initial == nullptr, L, H);
+      for (int64_t j = 0; j < w; ++j) {
+        if constexpr (kComps == 1) {
+          r[j].s = L[j];
+        } else {
+          r[j].s = {L[j], L[w + j]};
+        }
+        uint64_t hb;
+        std::memcpy(&hb, H + j, 8);
+        r[j].head = hb != 0;
+      }
+    }
+#endif
+  }
 
   // Where a head is not known from the flags' word (positions with and without heads), a
   // head may select the element's own state against the combine of the running state with
@@ -188,6 +291,7 @@ struct SegRunner {
     const int64_t numel = a.outer * a.length * a.inner;
     advise_huge_pages(a.values, numel * static_cast<int64_t>(sizeof(out_t)));
     if (a.indices != nullptr) advise_huge_pages(a.indices, numel * static_cast<int64_t>(sizeof(int64_t)));
+    const bool vec = vec_ok(a);
     const int64_t cols = std::min<int64_t>(a.inner, kColumns);
     const int64_t blocks = (a.inner + cols - 1) / cols;
     const int64_t lines_units = a.outer * blocks;
@@ -222,7 +326,9 @@ struct SegRunner {
           for (int64_t i = i0; i < i1; ++i) r[i - i0] = SegmentedCombine<C>::identity();
           const int64_t k1 = std::min(a.length, (c + 1) * chunk);
           if (a.inner == 1) {
-            r[0] = walk_row<false>(a, o, c * chunk, k1, r[0]);
+            r[0] = vec ? vec_row<false>(a, o, c * chunk, k1, r[0]) : walk_row<false>(a, o, c * chunk, k1, r[0]);
+          } else if (vec) {
+            vec_cols<false>(a, o, i0, i1, c * chunk, k1, r);
           } else {
             for (int64_t k = c * chunk; k < k1; ++k) {
               for (int64_t i = i0; i < i1; ++i) a.template step<false>(o, k, i, r[i - i0]);
@@ -255,7 +361,11 @@ struct SegRunner {
         }
         const int64_t k1 = std::min(a.length, (c + 1) * chunk);
         if (a.inner == 1) {
-          walk_row<true>(a, o, c * chunk, k1, r[0]);
+          vec ? vec_row<true>(a, o, c * chunk, k1, r[0]) : walk_row<true>(a, o, c * chunk, k1, r[0]);
+          continue;
+        }
+        if (vec) {
+          vec_cols<true>(a, o, i0, i1, c * chunk, k1, r);
           continue;
         }
         for (int64_t k = c * chunk; k < k1; ++k) {

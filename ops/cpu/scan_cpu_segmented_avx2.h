@@ -1,0 +1,290 @@
+// scanops: AVX2 + FMA kernels of the CPU segmented scans (scan_cpu_segmented.cpp): Sum, Prod
+// and Affine over float32 / float64 inputs, float64 lanes (float32 accumulates in float64, as
+// the generic walk and the unsegmented kernels do).
+//
+// Included by scan_cpu_segmented.cpp only, after scan_cpu_kernels.h (this uses
+// scan_cpu_avx2.h's vector states, lane shifts, loads and stores) and inside a
+// `#pragma GCC target("avx2,fma")` region; called only after the run-time check `use_avx2()`
+// (the unsegmented kernels' dispatch), the generic walk being the portable fallback.
+//
+// Rows (inner == 1): a segmented in-register prefix. A group of 4 positions (one vector, in
+// scan order: memory order, or mirrored lanes for reverse scans, as scan_cpu_avx2.h) carries
+// its lanes' head flags f (all ones at a head, from 4 reset bytes). Two log steps, each:
+// a lane whose window holds a head keeps its value, the others take combine(shifted, own);
+// then f |= shifted f. A lane then holds the combine of the elements since the last head in
+// the group (or the group's start) and f whether there was one. Groups of 8 = two vectors, the
+// second offset by the first's last lane the same way, then each lane takes
+// combine(carry, lane) where no head precedes it in the group, itself where one does; the
+// carry is the group's last lane. The chain from group to group is one combine and a blend.
+// The shifts bring in -0.0 for sums (-0.0 + x == x bit for bit, -0.0 and NaN payloads
+// included), the identity for products (1 * x == x) and affine maps (the unsegmented
+// kernels' fill). An exclusive output is the inclusive one shifted by a position, the
+// identity's value at a head. The walk's association depends only on where the walk starts
+// (the unit's first position, fixed by the shape): the bits do not depend on the threads.
+//
+// Columns (inner > 1): a lane per column, no in-register prefix: state = head ? x :
+// combine(state, x) as a blend, the column block's states in a buffer between positions.
+#pragma once
+
+namespace avx2 {
+
+#define SCANOPS_AI inline __attribute__((always_inline))
+#define SCANOPS_AIL __attribute__((always_inline))
+
+// Lane masks (all ones where the byte is not 0) of 4 reset bytes (memory order).
+static SCANOPS_AI __m256d seg_mask4(uint32_t bytes) {
+  const __m256i b = _mm256_cvtepu8_epi64(_mm_cvtsi32_si128(static_cast<int>(bytes)));
+  return _mm256_castsi256_pd(_mm256_cmpgt_epi64(b, _mm256_setzero_si256()));
+}
+static SCANOPS_AI uint32_t seg_load32(const bool* p) {
+  uint32_t w;
+  std::memcpy(&w, p, 4);
+  return w;
+}
+
+// The lane a shift brings in: exact where it is combined with an element.
+template <class Op>
+static SCANOPS_AI __m256d seg_fill(int k) {
+  if constexpr (std::is_same_v<Op, SumOp>) {
+    return _mm256_set1_pd(-0.0);
+  } else {
+    return Op::idc(k);
+  }
+}
+// m ? b : a, lane-wise, every component
+template <class Op>
+static SCANOPS_AI VS<Op::K> seg_sel(const VS<Op::K>& a, const VS<Op::K>& b, __m256d m) {
+  VS<Op::K> r;
+  for (int k = 0; k < Op::K; ++k) r.c[k] = _mm256_blendv_pd(a.c[k], b.c[k], m);
+  return r;
+}
+// Segmented inclusive scan of 4 lanes (scan order) with head flags f, updated to "a head at
+// or before the lane in the group".
+template <class Op, bool kRev>
+static SCANOPS_AI VS<Op::K> seg_scan4(VS<Op::K> v, __m256d& f) {
+  const __m256d z = _mm256_setzero_pd();
+  VS<Op::K> t;
+  for (int k = 0; k < Op::K; ++k) t.c[k] = dshift1<kRev>(v.c[k], seg_fill<Op>(k));
+  v = seg_sel<Op>(Op::comb(t, v), v, f);
+  f = _mm256_or_pd(f, dshift1<kRev>(f, z));
+  for (int k = 0; k < Op::K; ++k) t.c[k] = dshift2<kRev>(v.c[k], seg_fill<Op>(k));
+  v = seg_sel<Op>(Op::comb(t, v), v, f);
+  f = _mm256_or_pd(f, dshift2<kRev>(f, z));
+  return v;
+}
+
+// One row: element l at in[l] (coeff[l], mask[l]), its reset flag rs[l], output out[l].
+template <class T>
+struct SegRow {
+  const T* in;
+  const T* coeff;
+  const bool* mask;
+  const bool* rs;
+  T* out;
+  int64_t n;
+};
+
+// Scan positions [k0, k1) of a row from the running state (s, head) (SegState: head = the
+// fold holds a segment's first element); first_head: position 0 is a head (no initial value).
+template <class Op, class T, bool kRev, bool kMask, bool kExcl, bool kWrite>
+static void seg_row_impl(const SegRow<T>& p, int64_t k0, int64_t k1, bool first_head, typename Op::S& s,
+                         bool& head) {
+  using V = VS<Op::K>;
+  using S = typename Op::S;
+  const int64_t n = p.n;
+  const bool* rs = p.rs;
+  auto scalar = [&](int64_t k, bool h) SCANOPS_AIL {
+    const int64_t l = kRev ? n - 1 - k : k;
+    const S x = lift1<Op, T, kMask>(p.in, p.coeff, p.mask, l);
+    if constexpr (kWrite && kExcl) store1(p.out + l, h ? Op::svalue(Op::sid()) : Op::svalue(s));
+    s = h ? x : Op::scomb(s, x);
+    head = head || h;
+    if constexpr (kWrite && !kExcl) store1(p.out + l, Op::svalue(s));
+  };
+  int64_t k = k0;
+  if (k == 0 && k < k1) scalar(k++, first_head);
+  V Lv = Op::bcast(s);
+  __m256d prev = _mm256_set1_pd(Op::svalue(s));
+  const __m256d idval = _mm256_set1_pd(Op::svalue(Op::sid()));
+  __m256d anyh = _mm256_setzero_pd();
+  auto at4 = [&](int64_t kk) SCANOPS_AIL { return kRev ? n - 4 - kk : kk; };
+  auto load = [&](int64_t kk) SCANOPS_AIL { return lift4<Op, T, kMask>(p.in, p.coeff, p.mask, at4(kk)); };
+  auto emit = [&](int64_t kk, const V& O, __m256d fraw) SCANOPS_AIL {
+    __m256d o = Op::value(O);
+    if constexpr (kExcl) {
+      const __m256d e = dshift_in<kRev>(o, prev);
+      prev = o;
+      o = _mm256_blendv_pd(e, idval, fraw);
+    }
+    store4<false>(p.out + at4(kk), o);
+  };
+  constexpr int64_t D = kPrefetchBytes / int64_t(sizeof(T));
+  for (; k + 8 <= k1; k += 8) {
+    const int64_t a = at4(k) + (kRev ? -D : D);
+    prefetch_at(p.in, a);
+    if constexpr (Op::K == 2) prefetch_at(p.coeff, a);
+    // the flags of scan positions k .. k + 7: forward rs[k .. k + 7]; reverse, memory
+    // positions n - 8 - k .. n - 1 - k, whose flags are rs[n - 7 - k .. n - k] (the head of
+    // memory position l is rs[l + 1]); k >= 1, so rs[n] is never read
+    uint64_t w;
+    std::memcpy(&w, rs + (kRev ? n - 7 - k : k), 8);
+    const __m256d f0 = seg_mask4(static_cast<uint32_t>(kRev ? w >> 32 : w));
+    const __m256d f1 = seg_mask4(static_cast<uint32_t>(kRev ? w : w >> 32));
+    __m256d F0 = f0, F1 = f1;
+    const V P0 = seg_scan4<Op, kRev>(load(k), F0);
+    V P1 = seg_scan4<Op, kRev>(load(k + 4), F1);
+    P1 = seg_sel<Op>(Op::comb(vdbcast_last<Op, kRev>(P0), P1), P1, F1);
+    F1 = _mm256_or_pd(F1, dbcast_last<kRev>(F0));
+    if constexpr (kWrite) {
+      emit(k, seg_sel<Op>(Op::comb(Lv, P0), P0, F0), f0);
+      emit(k + 4, seg_sel<Op>(Op::comb(Lv, P1), P1, F1), f1);
+    }
+    const V B = vdbcast_last<Op, kRev>(P1);
+    const __m256d G = dbcast_last<kRev>(F1);
+    Lv = seg_sel<Op>(Op::comb(Lv, B), B, G);
+    anyh = _mm256_or_pd(anyh, G);
+  }
+  if (k + 4 <= k1) {
+    const __m256d f0 = seg_mask4(seg_load32(rs + (kRev ? n - 3 - k : k)));
+    __m256d F0 = f0;
+    const V P0 = seg_scan4<Op, kRev>(load(k), F0);
+    if constexpr (kWrite) emit(k, seg_sel<Op>(Op::comb(Lv, P0), P0, F0), f0);
+    const V B = vdbcast_last<Op, kRev>(P0);
+    const __m256d G = dbcast_last<kRev>(F0);
+    Lv = seg_sel<Op>(Op::comb(Lv, B), B, G);
+    anyh = _mm256_or_pd(anyh, G);
+    k += 4;
+  }
+  s = Op::lane0(Lv);
+  head = head || _mm256_movemask_pd(anyh) != 0;
+  for (; k < k1; ++k) {
+    const int64_t l = kRev ? n - 1 - k : k;
+    scalar(k, rs[kRev ? l + 1 : l]);
+  }
+}
+
+// The row walk's entry (run-time flags to instantiations).
+template <class Op, class T>
+static void seg_row(const SegRow<T>& p, bool rev, bool excl, bool write, int64_t k0, int64_t k1, bool first_head,
+                    typename Op::S& s, bool& head) {
+  auto go = [&](auto R, auto M, auto E, auto W) {
+    seg_row_impl<Op, T, decltype(R)::value, decltype(M)::value, decltype(E)::value, decltype(W)::value>(
+        p, k0, k1, first_head, s, head);
+  };
+  using F = std::false_type;
+  using Tr = std::true_type;
+  auto with_m = [&](auto R, auto E, auto W) {
+    if constexpr (std::is_same_v<Op, SumOp>) {
+      if (p.mask != nullptr) return go(R, Tr{}, E, W);
+    }
+    go(R, F{}, E, W);
+  };
+  auto with_e = [&](auto R, auto W) {
+    if constexpr (decltype(W)::value) {
+      if (excl) return with_m(R, Tr{}, W);
+    }
+    with_m(R, F{}, W);
+  };
+  auto with_w = [&](auto R) { write ? with_e(R, Tr{}) : with_e(R, F{}); };
+  rev ? with_w(Tr{}) : with_w(F{});
+}
+
+// One column block: elements (o, l, i0 + j), j < w, at in[j] etc. of the row pointers below.
+template <class T>
+struct SegCols {
+  const T* in;        // row l of the block: in + l * inner
+  const T* coeff;     // coeff + l * csl (columns contiguous)
+  const bool* mask;   // mask + l * msl
+  const bool* rs;     // rs + l * rsl (+ j * rsi, rsi 0 or 1)
+  T* out;             // out + l * inner
+  int64_t n, inner, csl, msl, rsl, rsi;
+};
+
+// Scan positions [k0, k1) of w columns from their states L (K * w doubles, component-major),
+// head flags H (w lane masks as doubles: 0 or all ones, or'ed with the positions' heads).
+template <class Op, class T, bool kMask, bool kExcl, bool kWrite>
+static void seg_col_impl(const SegCols<T>& p, bool rev, int64_t w, int64_t k0, int64_t k1, bool first_head,
+                         double* L, double* H) {
+  using V = VS<Op::K>;
+  using S = typename Op::S;
+  const __m256d idval = _mm256_set1_pd(Op::svalue(Op::sid()));
+  const __m256d ones = _mm256_castsi256_pd(_mm256_set1_epi64x(-1));
+  for (int64_t k = k0; k < k1; ++k) {
+    const int64_t l = rev ? p.n - 1 - k : k;
+    const T* in = p.in + l * p.inner;
+    const T* cf = Op::K == 2 ? p.coeff + l * p.csl : nullptr;
+    const bool* mk = kMask ? p.mask + l * p.msl : nullptr;
+    T* out = p.out + l * p.inner;
+    // the head flags: position 0 (first_head), else reset at l (forward) or l + 1 (reverse)
+    const bool* rs = p.rs + (rev ? l + 1 : l) * p.rsl;
+    const bool first = k == 0;
+    const bool bcast = first || p.rsi == 0;
+    const __m256d hb = (first ? first_head : rs[0]) ? ones : _mm256_setzero_pd();
+    int64_t j = 0;
+    for (; j + 4 <= w; j += 4) {
+      V x;
+      if constexpr (Op::K == 2) x.c[0] = load4(cf + j);
+      x.c[Op::K - 1] = load4(in + j);
+      if constexpr (kMask) {
+        const __m256d keep = mask4(mk + j);
+        for (int c = 0; c < Op::K; ++c) x.c[c] = _mm256_blendv_pd(Op::idc(c), x.c[c], keep);
+      }
+      const __m256d h = bcast ? hb : seg_mask4(seg_load32(rs + j));
+      V s;
+      for (int c = 0; c < Op::K; ++c) s.c[c] = _mm256_loadu_pd(L + c * w + j);
+      if constexpr (kWrite && kExcl) store4<false>(out + j, _mm256_blendv_pd(Op::value(s), idval, h));
+      s = seg_sel<Op>(Op::comb(s, x), x, h);
+      if constexpr (kWrite && !kExcl) store4<false>(out + j, Op::value(s));
+      for (int c = 0; c < Op::K; ++c) _mm256_storeu_pd(L + c * w + j, s.c[c]);
+      if constexpr (!kWrite) _mm256_storeu_pd(H + j, _mm256_or_pd(_mm256_loadu_pd(H + j), h));
+    }
+    for (; j < w; ++j) {
+      const bool h = bcast ? (first ? first_head : rs[0]) : rs[j];
+      S x;
+      if constexpr (Op::K == 2) {
+        x = {load1(cf + j), load1(in + j)};
+      } else {
+        x = load1(in + j);
+      }
+      if constexpr (kMask) {
+        if (!mk[j]) x = Op::sid();
+      }
+      S s = Op::from_comps(L, w, j);
+      if constexpr (kWrite && kExcl) store1(out + j, h ? Op::svalue(Op::sid()) : Op::svalue(s));
+      s = h ? x : Op::scomb(s, x);
+      if constexpr (kWrite && !kExcl) store1(out + j, Op::svalue(s));
+      Op::to_comps(s, L, w, j);
+      if constexpr (!kWrite) {
+        if (h) H[j] = _mm256_cvtsd_f64(ones);
+      }
+    }
+  }
+}
+
+template <class Op, class T>
+static void seg_col(const SegCols<T>& p, bool rev, bool excl, bool write, int64_t w, int64_t k0, int64_t k1,
+                    bool first_head, double* L, double* H) {
+  auto go = [&](auto M, auto E, auto W) {
+    seg_col_impl<Op, T, decltype(M)::value, decltype(E)::value, decltype(W)::value>(p, rev, w, k0, k1, first_head,
+                                                                                   L, H);
+  };
+  using F = std::false_type;
+  using Tr = std::true_type;
+  auto with_m = [&](auto E, auto W) {
+    if constexpr (std::is_same_v<Op, SumOp>) {
+      if (p.mask != nullptr) return go(Tr{}, E, W);
+    }
+    go(F{}, E, W);
+  };
+  auto with_e = [&](auto W) {
+    if constexpr (decltype(W)::value) {
+      if (excl) return with_m(Tr{}, W);
+    }
+    with_m(F{}, W);
+  };
+  write ? with_e(Tr{}) : with_e(F{});
+}
+
+#undef SCANOPS_AI
+#undef SCANOPS_AIL
+}  // namespace avx2
