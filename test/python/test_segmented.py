@@ -1433,6 +1433,36 @@ def test_bad_offsets(op, device):
         call_segment(op, v, offs, initial=c, mask=mask, a=a)
 
 
+@pytest.mark.parametrize("device", DEVICES)
+def test_segment_heads(device):
+    """_segment_heads (the offsets form's reset mask without initial) equals the mask built by
+    index_fill, for int64 and int32 offsets with empty segments, at 1 and 2 threads; its
+    errors are _segment_offsets'; opcheck."""
+    gen = torch.Generator().manual_seed(3)
+    threads = torch.get_num_threads()
+    try:
+        for lens in (torch.randint(0, 5, (100_000,), generator=gen), torch.ones(70_000, dtype=i64),
+                     torch.tensor([0, 0, 5, 0]), torch.tensor([], dtype=i64),
+                     torch.tensor([300_000]), torch.randint(0, 3000, (300,), generator=gen)):
+            offs = torch.cat([torch.zeros(1, dtype=i64), lens.cumsum(0)]).to(device)
+            total = int(offs[-1])
+            ref = torch.zeros(total + 1, dtype=b8, device=device)
+            ref[offs[:-1]] = True
+            ref = ref[:total]
+            for dt, nt in itertools.product((i64, torch.int32), (1, 2)):
+                torch.set_num_threads(nt)
+                got = sops()._segment_heads(offs.to(dt), total, "scanops.x")
+                assert got.dtype == b8 and torch.equal(got, ref), (dt, nt, lens[:8])
+    finally:
+        torch.set_num_threads(threads)
+    for bad in ([1, 3, 7], [0, 4, 2, 7], [0, 2, 6], [0, -1, 7]):
+        with pytest.raises(RuntimeError, match="scanops.x: argument 'offsets' must"):
+            sops()._segment_heads(torch.tensor(bad, device=device), 7, "scanops.x")
+    torch.library.opcheck(sops()._segment_heads.default,
+                          (torch.tensor([0, 2, 2, 7], device=device), 7, "scanops.x"),
+                          raise_exception=True)
+
+
 # ================================================================================================
 # PT2, TorchScript
 # ================================================================================================
