@@ -7,8 +7,9 @@
 // in memory). Lines are cut into chunks only when there are fewer than kMinUnits units of
 // whole lines; then a first pass takes each chunk's total (SegmentedCombine), a serial pass per
 // line combines them into each chunk's carry, and a second walk writes every chunk from its
-// carry (the input read twice). Float32 / float64 sums, products and linear recurrences walk
-// on the AVX2 kernels of scan_cpu_segmented_avx2.h where the CPU has them (vec_ok).
+// carry (the input read twice). Float32 / float64 sums, products and linear recurrences (rows
+// and columns) and logcumsumexp (rows) walk on the AVX2 kernels of
+// scan_cpu_segmented_avx2.h where the CPU has them (vec_ok).
 #include <ATen/Parallel.h>
 
 #include <algorithm>
@@ -67,12 +68,17 @@ struct SegRunner {
   static constexpr bool kVec = !std::is_void_v<VecOp> && std::is_same_v<in_t, out_t> &&
                                (std::is_same_v<in_t, float> || std::is_same_v<in_t, double>);
   static constexpr int kComps = std::is_same_v<typename C::state_t, double> ? 1 : 2;
+  // logcumsumexp of float32 / float64 rows: the online form (scan_cpu_segmented_avx2.h)
+  static constexpr bool kVecLse = std::is_same_v<C, LogAddExpCombine<double>> && std::is_same_v<in_t, out_t> &&
+                                  (std::is_same_v<in_t, float> || std::is_same_v<in_t, double>);
 
   // Whether the vector kernels take this problem: the CPU has them (use_avx2(), the
   // unsegmented kernels' dispatch) and the companions are read with unit strides (rows: along
   // the length; columns: across them, the reset flags also broadcast); else the generic walk.
   static bool vec_ok(const Args& a) {
-    if constexpr (!kVec) {
+    if constexpr (kVecLse) {
+      return use_avx2() && a.inner == 1 && a.reset_at.sl == 1;
+    } else if constexpr (!kVec) {
       return false;
     } else {
       if (!use_avx2()) return false;
@@ -89,6 +95,11 @@ struct SegRunner {
   template <bool kWrite>
   static seg_t vec_row(const Args& a, int64_t o, int64_t k0, int64_t k1, seg_t r) {
 #if defined(SCANOPS_AVX2_KERNELS)
+    if constexpr (kVecLse) {
+      const int64_t n = a.length;
+      avx2::seg_lse_row<in_t>(a.input + o * n, a.values + o * n, a.reset + o * a.reset_at.so, n, a.reverse,
+                              a.exclusive, kWrite, k0, k1, a.initial == nullptr, r.s, r.head);
+    }
     if constexpr (kVec) {
       const int64_t n = a.length;
       const avx2::SegRow<in_t> p{a.input + o * n,

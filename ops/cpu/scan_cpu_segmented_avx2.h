@@ -285,6 +285,160 @@ static void seg_col(const SegCols<T>& p, bool rev, bool excl, bool write, int64_
   write ? with_e(Tr{}) : with_e(F{});
 }
 
+// ---- logcumsumexp rows -----------------------------------------------------------------------
+// The online form of scan_cpu_lse_avx2.h (state (m, t): the running maximum and the sum of
+// exp(x - m) less the maximum's 1; value m + log1p(t)), per segment. A head restarts both:
+// the maximum is a segmented in-register prefix max (a lane whose window holds a head keeps
+// its own), and the element's map t -> A t + a is the constant map to -0.0 (A = 0; a NaN
+// element: NaN), so value(head) = x + log1p(-0.0) = x bit for bit, NaN for NaN; the t scan
+// is seg_scan4 over the maps (a lane after a head takes the composed constant map, others
+// apply the carried t). The three loops and the lockstep exps / log1ps of lse_row_impl.
+// An exclusive output at a head is the identity's value, -inf. A state from outside (a
+// carry, a line's start) enters as (v, -0.0) ((-inf, NaN) for a NaN v: the maximum skips
+// NaN) and leaves as m + log1p(t).
+
+// The maxima after (M) or before (Mp, kExcl) each element of NV groups and their maps.
+template <bool kRev, bool kExcl, int NV>
+static SCANOPS_AI void seg_lse_factors(const __m256d* x, const __m256d* f, __m256d& mp, double* vm, double* vA,
+                                       double* va) {
+  const __m256d ninf = _mm256_set1_pd(-__builtin_inf());
+  const __m256d z = _mm256_setzero_pd();
+  __m256d d[NV], gt[NV], nan[NV];
+#pragma GCC unroll 8
+  for (int v = 0; v < NV; ++v) {
+    nan[v] = _mm256_cmp_pd(x[v], x[v], _CMP_UNORD_Q);
+    const __m256d xs = _mm256_blendv_pd(x[v], ninf, nan[v]);
+    __m256d F = f[v];
+    __m256d M = _mm256_blendv_pd(_mm256_max_pd(xs, dshift1<kRev>(xs, ninf)), xs, F);
+    F = _mm256_or_pd(F, dshift1<kRev>(F, z));
+    M = _mm256_blendv_pd(_mm256_max_pd(M, dshift2<kRev>(M, ninf)), M, F);
+    F = _mm256_or_pd(F, dshift2<kRev>(F, z));
+    M = _mm256_blendv_pd(_mm256_max_pd(M, mp), M, F);  // running max after each element
+    const __m256d Mp = dshift_in<kRev>(M, mp);         // ... and before it
+    d[v] = lse_factor_arg(x[v], xs, nan[v], Mp, M, gt[v]);
+    _mm256_store_pd(vm + 4 * v, kExcl ? Mp : M);
+    mp = dbcast_last<kRev>(M);
+  }
+  lse_expv<NV>(d);
+#pragma GCC unroll 8
+  for (int v = 0; v < NV; ++v) {
+    const __m256d A = _mm256_blendv_pd(_mm256_set1_pd(1.0), d[v], gt[v]);
+    const __m256d hb = _mm256_blendv_pd(_mm256_set1_pd(-0.0), x[v], nan[v]);
+    _mm256_store_pd(vA + 4 * v, _mm256_blendv_pd(A, z, f[v]));
+    _mm256_store_pd(va + 4 * v, _mm256_blendv_pd(d[v], hb, f[v]));
+  }
+}
+
+// Scan positions [s0, s1) of a row (element l at in[l], its reset flag rs[l]) from the state
+// (s, head) (s a log-sum-exp value; first_head: position 0 is a head).
+template <class T, bool kRev, bool kExcl, bool kWrite>
+static void seg_lse_row_impl(const T* in, T* out, const bool* rs, int64_t n, int64_t s0, int64_t s1, bool first_head,
+                             double& s, bool& head) {
+  constexpr int64_t kG = 16;
+  constexpr int kL = 8;
+  alignas(32) double bm[4 * kG], bA[4 * kG], bt[4 * kG], bf[4 * kG];
+  const double ninf = -__builtin_inf();
+  __m256d mp = _mm256_set1_pd(s != s ? ninf : s), tp = _mm256_set1_pd(s != s ? s : -0.0);
+  __m256d anyh = _mm256_setzero_pd();
+  auto at = [&](int64_t k) { return kRev ? n - 4 - k : k; };  // a group's first element
+  // the head flags of the group at scan position k with c real lanes (memory lane order)
+  auto flags4 = [&](int64_t k, int64_t c) -> __m256d {
+    if (k > 0 && c == 4) return seg_mask4(seg_load32(rs + (kRev ? n - 3 - k : k)));
+    uint8_t b[4] = {0, 0, 0, 0};
+    for (int64_t j = 0; j < c; ++j) {
+      const int64_t l = kRev ? n - 1 - (k + j) : k + j;
+      b[kRev ? 3 - j : j] = (k + j == 0) ? first_head : rs[kRev ? l + 1 : l];
+    }
+    uint32_t w;
+    std::memcpy(&w, b, 4);
+    return seg_mask4(w);
+  };
+  for (int64_t k = s0; k < s1; k += 4 * kG) {
+    const int64_t len = std::min(s1 - k, 4 * kG), full = len / 4, r = len % 4;
+    const int64_t lo = kRev ? n - k - len : k + 4 * full;  // the partial group's elements
+    const int64_t off = kRev ? 4 - r : 0;                  // ... in its buffer
+    int64_t g = 0;
+    for (; g + kL <= full; g += kL) {
+      __m256d x[kL], f[kL];
+      for (int v = 0; v < kL; ++v) {
+        x[v] = load4(in + at(k + 4 * (g + v)));
+        f[v] = flags4(k + 4 * (g + v), 4);
+        _mm256_store_pd(bf + 4 * (g + v), f[v]);
+      }
+      seg_lse_factors<kRev, kExcl, kL>(x, f, mp, bm + 4 * g, bA + 4 * g, bt + 4 * g);
+    }
+    for (; g < full; ++g) {
+      const __m256d x = load4(in + at(k + 4 * g));
+      const __m256d f = flags4(k + 4 * g, 4);
+      _mm256_store_pd(bf + 4 * g, f);
+      seg_lse_factors<kRev, kExcl, 1>(&x, &f, mp, bm + 4 * g, bA + 4 * g, bt + 4 * g);
+    }
+    if (r > 0) {  // padded with -inf and no heads: later in scan order, they change no output
+      const T pinf = -std::numeric_limits<T>::infinity();
+      T xb[4] = {pinf, pinf, pinf, pinf};
+      std::memcpy(xb + off, in + lo, static_cast<size_t>(r) * sizeof(T));
+      const __m256d x = load4(xb);
+      const __m256d f = flags4(k + 4 * full, r);
+      _mm256_store_pd(bf + 4 * full, f);
+      seg_lse_factors<kRev, kExcl, 1>(&x, &f, mp, bm + 4 * full, bA + 4 * full, bt + 4 * full);
+    }
+    const int64_t ng = full + (r > 0);
+    for (int64_t gg = 0; gg < ng; ++gg) {
+      VS<2> v{{_mm256_load_pd(bA + 4 * gg), _mm256_load_pd(bt + 4 * gg)}};
+      __m256d F = _mm256_load_pd(bf + 4 * gg);
+      anyh = _mm256_or_pd(anyh, F);
+      v = seg_scan4<AffineOp, kRev>(v, F);
+      const __m256d tn = _mm256_blendv_pd(_mm256_fmadd_pd(v.c[0], tp, v.c[1]), v.c[1], F);
+      if constexpr (kWrite) _mm256_store_pd(bt + 4 * gg, kExcl ? dshift_in<kRev>(tn, tp) : tn);
+      tp = dbcast_last<kRev>(tn);
+    }
+    if constexpr (kWrite) {
+      const __m256d nv = _mm256_set1_pd(ninf);
+      auto fix = [&](int64_t gg, __m256d y) {  // exclusive: -inf at a head
+        return kExcl ? _mm256_blendv_pd(y, nv, _mm256_load_pd(bf + 4 * gg)) : y;
+      };
+      int64_t gg = 0;
+      for (; gg + kL <= full; gg += kL) {
+        __m256d y[kL];
+        for (int v = 0; v < kL; ++v) y[v] = _mm256_load_pd(bt + 4 * (gg + v));
+        lse_log1pv<kL>(y);
+        for (int v = 0; v < kL; ++v)
+          store4<false>(out + at(k + 4 * (gg + v)),
+                        fix(gg + v, _mm256_add_pd(_mm256_load_pd(bm + 4 * (gg + v)), y[v])));
+      }
+      for (; gg < full; ++gg)
+        store4<false>(out + at(k + 4 * gg),
+                      fix(gg, lse_value(_mm256_load_pd(bm + 4 * gg), _mm256_load_pd(bt + 4 * gg))));
+      if (r > 0) {
+        T yb[4];
+        store4<false>(yb, fix(full, lse_value(_mm256_load_pd(bm + 4 * full), _mm256_load_pd(bt + 4 * full))));
+        std::memcpy(out + lo, yb + off, static_cast<size_t>(r) * sizeof(T));
+      }
+    }
+  }
+  head = head || _mm256_movemask_pd(anyh) != 0;
+  s = _mm256_cvtsd_f64(lse_value(mp, tp));
+}
+
+template <class T>
+static void seg_lse_row(const T* in, T* out, const bool* rs, int64_t n, bool rev, bool excl, bool write, int64_t s0,
+                        int64_t s1, bool first_head, double& s, bool& head) {
+  auto go = [&](auto R, auto E, auto W) {
+    seg_lse_row_impl<T, decltype(R)::value, decltype(E)::value, decltype(W)::value>(in, out, rs, n, s0, s1,
+                                                                                    first_head, s, head);
+  };
+  using F = std::false_type;
+  using Tr = std::true_type;
+  auto with_e = [&](auto R, auto W) {
+    if constexpr (decltype(W)::value) {
+      if (excl) return go(R, Tr{}, W);
+    }
+    go(R, F{}, W);
+  };
+  auto with_w = [&](auto R) { write ? with_e(R, Tr{}) : with_e(R, F{}); };
+  rev ? with_w(Tr{}) : with_w(F{});
+}
+
 #undef SCANOPS_AI
 #undef SCANOPS_AIL
 }  // namespace avx2

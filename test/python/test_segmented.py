@@ -1433,6 +1433,40 @@ def test_bad_offsets(op, device):
         call_segment(op, v, offs, initial=c, mask=mask, a=a)
 
 
+def test_heads_exact_cpu(seed):
+    """CPU: at a head the inclusive output is the element itself and the exclusive one the
+    identity, bit for bit (-0.0, infinities and NaN among the elements), and an exclusive
+    line's first output is its initial value, for the vector kernels' combines and dtypes
+    (rows and columns, both directions, lines cut into chunks)."""
+    gen = torch.Generator().manual_seed(seed)
+    ident = {"cumsum": 0.0, "cumprod": 1.0, "linear_recurrence": 0.0, "logcumsumexp": -math.inf}
+    for dt, (shape, dim), op, rev in itertools.product(
+            (f32, torch.float64), (((70_001,), 0), ((3, 1001), 1), ((501, 7), 0), ((2, 300, 9), 1)),
+            list(ident), (False, True)):
+        x = torch.randn(shape, generator=gen, dtype=dt)
+        special = torch.tensor([-0.0, 0.0, math.inf, -math.inf, math.nan, 1e30], dtype=dt)
+        pick = torch.rand(shape, generator=gen) < 0.05
+        x[pick] = special[torch.randint(0, 6, (int(pick.sum()),), generator=gen)]
+        r = torch.rand(shape, generator=gen) < 0.2
+        a = torch.rand(shape, generator=gen, dtype=dt)
+        init = torch.randn(shape[:dim] + shape[dim + 1:], generator=gen, dtype=dt)
+        # heads in scan order: reset at l (forward) or l + 1 (reverse), not the line's first
+        rr = r.movedim(dim, -1)
+        h = torch.zeros_like(rr)
+        if rev:
+            h[..., :-1] = rr[..., 1:]
+        else:
+            h[..., 1:] = rr[..., 1:]
+        bits = torch.int32 if dt == f32 else torch.int64
+        for excl in (False, True):
+            y = call_reset(op, x, dim, excl, rev, init, r, a=a).movedim(dim, -1)
+            want = torch.full_like(x.movedim(dim, -1), ident[op]) if excl else x.movedim(dim, -1)
+            assert torch.equal(y[h].view(bits), want[h].view(bits)), (op, dt, shape, rev, excl)
+            if excl:
+                first = y[..., -1] if rev else y[..., 0]
+                assert torch.equal(first.contiguous().view(bits), init.view(bits)), (op, dt, shape, rev)
+
+
 @pytest.mark.parametrize("device", DEVICES)
 def test_segment_heads(device):
     """_segment_heads (the offsets form's reset mask without initial) equals the mask built by
