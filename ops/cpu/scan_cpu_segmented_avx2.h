@@ -22,6 +22,10 @@
 // identity's value at a head. The walk's association depends only on where the walk starts
 // (the unit's first position, fixed by the shape): the bits do not depend on the threads.
 //
+// A chunk's total (the first pass of lines cut into chunks) reads the flags 8 bytes a step
+// back from the chunk's end to its last head and walks from there; a chunk without a head
+// is the unsegmented kernels' block total (row_block_impl without outputs).
+//
 // Columns (inner > 1): a lane per column, no in-register prefix: state = head ? x :
 // combine(state, x) as a blend, the column block's states in a buffer between positions.
 #pragma once
@@ -163,13 +167,75 @@ static void seg_row_impl(const SegRow<T>& p, int64_t k0, int64_t k1, bool first_
   }
 }
 
+// The highest (kLast) or lowest index in [lo, hi) whose byte is not 0, or -1: 8 bytes a step.
+template <bool kLast>
+static inline int64_t seg_find_flag(const bool* rs, int64_t lo, int64_t hi) {
+  if constexpr (kLast) {
+    int64_t i = hi;
+    for (; i - 8 >= lo; i -= 8) {
+      uint64_t w;
+      std::memcpy(&w, rs + i - 8, 8);
+      if (w != 0) return i - 8 + (63 - __builtin_clzll(w)) / 8;
+    }
+    for (; i > lo; --i) {
+      if (rs[i - 1]) return i - 1;
+    }
+  } else {
+    int64_t i = lo;
+    for (; i + 8 <= hi; i += 8) {
+      uint64_t w;
+      std::memcpy(&w, rs + i, 8);
+      if (w != 0) return i + __builtin_ctzll(w) / 8;
+    }
+    for (; i < hi; ++i) {
+      if (rs[i]) return i;
+    }
+  }
+  return -1;
+}
+
+// The total of scan positions [k0, k1) (SegmentedCombine's fold from the identity; the
+// incoming state is not read): only the elements from the last head on count. With a head,
+// the segmented walk from it; without, the unsegmented kernels' block total (a reduction
+// without outputs: a tree over 8 elements a step, from the identity).
+template <class Op, class T, bool kRev, bool kMask>
+static void seg_row_total(const SegRow<T>& p, int64_t k0, int64_t k1, bool first_head, typename Op::S& s,
+                          bool& head) {
+  const int64_t n = p.n;
+  const int64_t a = std::max<int64_t>(k0, 1);
+  // the flag of scan position k >= 1 is rs[k] (forward) or rs[n - k] (reverse): the flags of
+  // [a, k1) are the bytes [a, k1) or [n - k1 + 1, n - a + 1); the last head in scan order is
+  // the highest (forward) or the lowest (reverse) byte set
+  int64_t kh = -1;
+  if (a < k1) {
+    if constexpr (kRev) {
+      const int64_t m = seg_find_flag<false>(p.rs, n - k1 + 1, n - a + 1);
+      if (m >= 0) kh = n - m;
+    } else {
+      kh = seg_find_flag<true>(p.rs, a, k1);
+    }
+  }
+  if (kh < 0 && k0 == 0 && first_head) kh = 0;
+  if (kh >= 0) {
+    seg_row_impl<Op, T, kRev, kMask, false, false>(p, kh, k1, first_head, s, head);
+    head = true;
+    return;
+  }
+  const Ptrs<T> q{p.in, p.coeff, p.mask, p.out};
+  s = row_block_impl<Op, T, kRev, kMask, false, false, true, false>(q, 0, n, k0, k1, Op::sid());
+}
+
 // The row walk's entry (run-time flags to instantiations).
 template <class Op, class T>
 static void seg_row(const SegRow<T>& p, bool rev, bool excl, bool write, int64_t k0, int64_t k1, bool first_head,
                     typename Op::S& s, bool& head) {
   auto go = [&](auto R, auto M, auto E, auto W) {
-    seg_row_impl<Op, T, decltype(R)::value, decltype(M)::value, decltype(E)::value, decltype(W)::value>(
-        p, k0, k1, first_head, s, head);
+    if constexpr (!decltype(W)::value) {
+      seg_row_total<Op, T, decltype(R)::value, decltype(M)::value>(p, k0, k1, first_head, s, head);
+    } else {
+      seg_row_impl<Op, T, decltype(R)::value, decltype(M)::value, decltype(E)::value, decltype(W)::value>(
+          p, k0, k1, first_head, s, head);
+    }
   };
   using F = std::false_type;
   using Tr = std::true_type;
