@@ -132,6 +132,25 @@ static void seg_row_impl(const SegRow<T>& p, int64_t k0, int64_t k1, bool first_
     // memory position l is rs[l + 1]); k >= 1, so rs[n] is never read
     uint64_t w;
     std::memcpy(&w, rs + (kRev ? n - 7 - k : k), 8);
+    if (w == 0) {  // no head: the unsegmented group (the same fills)
+      V P0 = load(k), P1 = load(k + 4), t;
+      for (int j = 0; j < Op::K; ++j) t.c[j] = dshift1<kRev>(P0.c[j], seg_fill<Op>(j));
+      P0 = Op::comb(t, P0);
+      for (int j = 0; j < Op::K; ++j) t.c[j] = dshift1<kRev>(P1.c[j], seg_fill<Op>(j));
+      P1 = Op::comb(t, P1);
+      for (int j = 0; j < Op::K; ++j) t.c[j] = dshift2<kRev>(P0.c[j], seg_fill<Op>(j));
+      P0 = Op::comb(t, P0);
+      for (int j = 0; j < Op::K; ++j) t.c[j] = dshift2<kRev>(P1.c[j], seg_fill<Op>(j));
+      P1 = Op::comb(t, P1);
+      P1 = Op::comb(vdbcast_last<Op, kRev>(P0), P1);
+      if constexpr (kWrite) {
+        const __m256d z = _mm256_setzero_pd();
+        emit(k, Op::comb(Lv, P0), z);
+        emit(k + 4, Op::comb(Lv, P1), z);
+      }
+      Lv = Op::comb(Lv, vdbcast_last<Op, kRev>(P1));
+      continue;
+    }
     const __m256d f0 = seg_mask4(static_cast<uint32_t>(kRev ? w >> 32 : w));
     const __m256d f1 = seg_mask4(static_cast<uint32_t>(kRev ? w : w >> 32));
     __m256d F0 = f0, F1 = f1;
