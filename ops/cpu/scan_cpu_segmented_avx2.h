@@ -151,6 +151,22 @@ static void seg_row_impl(const SegRow<T>& p, int64_t k0, int64_t k1, bool first_
       Lv = Op::comb(Lv, vdbcast_last<Op, kRev>(P1));
       continue;
     }
+    if (w == 0x0101010101010101ull) {  // every position a head (bool true is 1): each its own
+      const V P0 = load(k), P1 = load(k + 4);
+      if constexpr (kWrite) {
+        if constexpr (kExcl) {
+          store4<false>(p.out + at4(k), idval);
+          store4<false>(p.out + at4(k + 4), idval);
+          prev = Op::value(P1);
+        } else {
+          store4<false>(p.out + at4(k), Op::value(P0));
+          store4<false>(p.out + at4(k + 4), Op::value(P1));
+        }
+      }
+      Lv = vdbcast_last<Op, kRev>(P1);
+      anyh = _mm256_castsi256_pd(_mm256_set1_epi64x(-1));
+      continue;
+    }
     const __m256d f0 = seg_mask4(static_cast<uint32_t>(kRev ? w >> 32 : w));
     const __m256d f1 = seg_mask4(static_cast<uint32_t>(kRev ? w : w >> 32));
     __m256d F0 = f0, F1 = f1;
