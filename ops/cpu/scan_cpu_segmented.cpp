@@ -8,7 +8,7 @@
 // whole lines; then a first pass takes each chunk's total (SegmentedCombine), a serial pass per
 // line combines them into each chunk's carry, and a second walk writes every chunk from its
 // carry (the input read twice). Float32 / float64 sums, products and linear recurrences (rows
-// and columns) and logcumsumexp (rows) walk on the AVX2 kernels of
+// and columns), logcumsumexp and cummax / cummin (rows) walk on the AVX2 kernels of
 // scan_cpu_segmented_avx2.h where the CPU has them (vec_ok).
 #include <ATen/Parallel.h>
 
@@ -59,6 +59,14 @@ struct SegVecOp<AffineCombine<double>> {
 };
 #endif
 
+// cummax / cummin with an int64 position (the segmented walk's state)
+template <class C>
+struct SegExt : std::false_type {};
+template <class T, bool kMax>
+struct SegExt<ExtremumCombine<T, kMax, int64_t>> : std::true_type {
+  static constexpr bool max = kMax;
+};
+
 template <class C, class in_t, class out_t>
 struct SegRunner {
   using Args = SegmentedArgs<C, in_t, out_t>;
@@ -75,8 +83,12 @@ struct SegRunner {
   // Whether the vector kernels take this problem: the CPU has them (use_avx2(), the
   // unsegmented kernels' dispatch) and the companions are read with unit strides (rows: along
   // the length; columns: across them, the reset flags also broadcast); else the generic walk.
+  // cummax / cummin of float32 / float64 rows (scan_cpu_segmented_avx2.h)
+  static constexpr bool kVecExt = SegExt<C>::value && std::is_same_v<in_t, out_t> &&
+                                  (std::is_same_v<in_t, float> || std::is_same_v<in_t, double>);
+
   static bool vec_ok(const Args& a) {
-    if constexpr (kVecLse) {
+    if constexpr (kVecLse || kVecExt) {
       return use_avx2() && a.inner == 1 && a.reset_at.sl == 1;
     } else if constexpr (!kVec) {
       return false;
@@ -95,6 +107,12 @@ struct SegRunner {
   template <bool kWrite>
   static seg_t vec_row(const Args& a, int64_t o, int64_t k0, int64_t k1, seg_t r) {
 #if defined(SCANOPS_AVX2_KERNELS)
+    if constexpr (kVecExt) {
+      const int64_t n = a.length;
+      avx2::seg_ext_row<in_t, SegExt<C>::max>(a.input + o * n, a.values + o * n, a.indices + o * n,
+                                               a.reset + o * a.reset_at.so, n, a.reverse, a.exclusive, kWrite, k0,
+                                               k1, a.initial == nullptr, r.s.v, r.s.i, r.head);
+    }
     if constexpr (kVecLse) {
       const int64_t n = a.length;
       avx2::seg_lse_row<in_t>(a.input + o * n, a.values + o * n, a.reset + o * a.reset_at.so, n, a.reverse,

@@ -386,6 +386,84 @@ static void seg_col(const SegCols<T>& p, bool rev, bool excl, bool write, int64_
   write ? with_e(Tr{}) : with_e(F{});
 }
 
+// ---- cummax / cummin rows (float32 / float64) ----------------------------------------------
+// ext_row_impl's walk (scan_cpu_avx2.h) with heads: a group of one vector (8 floats / 4
+// doubles) with no head (its flag bytes read as one word) and no element winning against
+// the running (m, mi) writes (m, mi) to every position with broadcast stores (random data:
+// nearly every group); any other group walks its elements one at a time: a head restarts
+// the state at the element, else torch's rule (later wins on >= / <=, NaN wins and stays).
+// The rule is read on values: the identity's value (-inf / +inf) loses to every element, as
+// its index -1 does in ExtremumCombine::combine. A selection rounds nothing: the bits are
+// the generic walk's. mi is the state's own index (-1 identity, -2 an initial value, else
+// the position); outputs write index(): -1 for both.
+template <class T, bool kMax, bool kRev, bool kExcl, bool kWrite>
+static void seg_ext_row_impl(const T* in, T* out, int64_t* idx, const bool* rs, int64_t n, int64_t k0, int64_t k1,
+                             bool first_head, T& m, int64_t& mi, bool& head) {
+  constexpr int64_t W = 32 / sizeof(T);
+  const T idv = kMax ? -std::numeric_limits<T>::infinity() : std::numeric_limits<T>::infinity();
+  auto step = [&](int64_t k, bool h) SCANOPS_AIL {
+    const int64_t l = kRev ? n - 1 - k : k;
+    const T x = in[l];
+    if constexpr (kWrite && kExcl) {
+      out[l] = h ? idv : m;
+      idx[l] = h || mi < 0 ? -1 : mi;
+    }
+    if (h || x != x || (m == m && (kMax ? x >= m : x <= m))) {
+      m = x;
+      mi = l;
+    }
+    head = head || h;
+    if constexpr (kWrite && !kExcl) {
+      out[l] = m;
+      idx[l] = mi < 0 ? -1 : mi;
+    }
+  };
+  int64_t k = k0;
+  if (k == 0 && k < k1) step(k++, first_head);
+  for (; k + W <= k1; k += W) {
+    // flags of positions k .. k + W - 1: forward rs[k .. k + W - 1], reverse rs[n - k - W + 1 .. n - k]
+    uint64_t w = 0;
+    std::memcpy(&w, rs + (kRev ? n - k - W + 1 : k), W);
+    const int64_t at = kRev ? n - W - k : k;
+    const auto x = vloadu(in + at);
+    if (w == 0 && wins_mask<kMax>(x, vset1(m)) == 0) {
+      if constexpr (kWrite) {
+        vstore<false>(out + at, vset1(m));
+        const __m256i iv = _mm256_set1_epi64x(mi < 0 ? -1 : mi);
+        for (int64_t j = 0; j < W; j += 4) istore<false>(idx + at + j, iv);
+      }
+      continue;
+    }
+    for (int64_t j = 0; j < W; ++j) {
+      const int64_t l = kRev ? n - 1 - (k + j) : k + j;
+      step(k + j, rs[kRev ? l + 1 : l]);
+    }
+  }
+  for (; k < k1; ++k) {
+    const int64_t l = kRev ? n - 1 - k : k;
+    step(k, rs[kRev ? l + 1 : l]);
+  }
+}
+
+template <class T, bool kMax>
+static void seg_ext_row(const T* in, T* out, int64_t* idx, const bool* rs, int64_t n, bool rev, bool excl, bool write,
+                        int64_t k0, int64_t k1, bool first_head, T& m, int64_t& mi, bool& head) {
+  auto go = [&](auto R, auto E, auto Wr) {
+    seg_ext_row_impl<T, kMax, decltype(R)::value, decltype(E)::value, decltype(Wr)::value>(in, out, idx, rs, n, k0,
+                                                                                          k1, first_head, m, mi, head);
+  };
+  using F = std::false_type;
+  using Tr = std::true_type;
+  auto with_e = [&](auto R, auto Wr) {
+    if constexpr (decltype(Wr)::value) {
+      if (excl) return go(R, Tr{}, Wr);
+    }
+    go(R, F{}, Wr);
+  };
+  auto with_w = [&](auto R) { write ? with_e(R, Tr{}) : with_e(R, F{}); };
+  rev ? with_w(Tr{}) : with_w(F{});
+}
+
 // ---- logcumsumexp rows -----------------------------------------------------------------------
 // The online form of scan_cpu_lse_avx2.h (state (m, t): the running maximum and the sum of
 // exp(x - m) less the maximum's 1; value m + log1p(t)), per segment. A head restarts both:
