@@ -76,6 +76,9 @@ TORCH_LIBRARY(scanops, m) {
       tags);
   // Internal: offsets checked (errors name `op`) and returned as a new int64 tensor.
   m.def("_segment_offsets(Tensor offsets, SymInt total, str op) -> Tensor", tags);
+  // Internal: the reset mask (bool (total), true at each nonempty segment's first row) of
+  // offsets checked as _segment_offsets checks them.
+  m.def("_segment_heads(Tensor offsets, SymInt total, str op) -> Tensor", tags);
   // Internal (the backward passes' fusions, no autograd of their own): the scan's output y
   // written as mul * (y + add); _linear_recurrence_fused with scale_x lifts (a[t], a[t] x[t]),
   // with shift_mul multiplies mul at the next scan position (1 at a line's last); wide_acc

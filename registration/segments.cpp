@@ -14,9 +14,16 @@
 // whole line, less the segment's first position).
 // The offsets are checked by _segment_offsets (errors name the op): on a CUDA device that
 // reads three flags back to the host (one synchronisation); the data scan itself does not.
+// Without initial the mask comes from _segment_heads (the check and the mask in one op; on
+// the CPU two parallel passes over the offsets, no int64 copy).
 #include <ATen/ATen.h>
 #include <torch/library.h>
 
+#include <ATen/Dispatch.h>
+#include <ATen/Parallel.h>
+
+#include <atomic>
+#include <cstring>
 #include <string>
 
 #include "scanops/scanops.h"
@@ -51,6 +58,57 @@ at::Tensor segment_offsets_meta(const at::Tensor& offsets, c10::SymInt, c10::str
                         at::MemoryFormat::Contiguous);
 }
 
+// _segment_heads: the reset form's mask of checked offsets, bool (total), true at each
+// nonempty segment's first row (offsets[b] < total), without the int64 copy.
+// CPU: one parallel pass checks the offsets, a second writes the mask: a task takes segments
+// [b0, b1) and writes the rows [offsets[b0], offsets[b1]) (zeros, then their heads): the
+// offsets are non-decreasing, so no two tasks write one byte, and the mask is a function of
+// the offsets (not of the thread count). Errors: _segment_offsets' (called where the check
+// fails). Other devices: _segment_offsets, then the mask by index_fill.
+template <class idx_t>
+bool offsets_ok(const idx_t* o, int64_t n, int64_t total) {
+  if (o[0] != 0 || static_cast<int64_t>(o[n - 1]) != total) return false;
+  std::atomic<bool> ok{true};
+  at::parallel_for(1, n, int64_t(1) << 16, [&](int64_t b, int64_t e) {
+    bool good = true;
+    for (int64_t i = b; i < e; ++i) good &= o[i - 1] <= o[i];
+    if (!good) ok.store(false, std::memory_order_relaxed);
+  });
+  return ok.load();
+}
+at::Tensor segment_heads_cpu(const at::Tensor& offsets, c10::SymInt total_sym, c10::string_view op) {
+  const int64_t total = total_sym.guard_int(__FILE__, __LINE__);
+  const at::Tensor o = offsets.contiguous();
+  at::Tensor r = at::empty({total}, offsets.options().dtype(at::kBool));
+  bool* h = r.mutable_data_ptr<bool>();
+  AT_DISPATCH_INDEX_TYPES(o.scalar_type(), "scanops::_segment_heads", [&] {
+    const index_t* p = o.const_data_ptr<index_t>();
+    const int64_t n = o.numel();
+    if (!offsets_ok(p, n, total)) {
+      segment_offsets(offsets, total_sym, op);  // throws the error that names the fault
+      TORCH_CHECK(false, op, ": internal error: offsets rejected without a message");
+    }
+    at::parallel_for(0, n - 1, int64_t(1) << 14, [&](int64_t b0, int64_t b1) {
+      const int64_t lo = p[b0], hi = p[b1];
+      std::memset(h + lo, 0, static_cast<size_t>(hi - lo));
+      for (int64_t b = b0; b < b1; ++b) {
+        if (p[b] < hi) h[p[b]] = true;
+      }
+    });
+  });
+  return r;
+}
+at::Tensor segment_heads_generic(const at::Tensor& offsets, c10::SymInt total, c10::string_view op) {
+  const at::Tensor o = segment_offsets(offsets, total, op);
+  const c10::SymInt B = o.sym_size(0) - 1;
+  at::Tensor r = at::zeros_symint({total + 1}, o.options().dtype(at::kBool));
+  r = at::index_fill(r, 0, o.narrow_symint(0, 0, B), true);
+  return r.narrow_symint(0, 0, total);
+}
+at::Tensor segment_heads_meta(const at::Tensor& offsets, c10::SymInt total, c10::string_view) {
+  return at::empty_symint({total}, offsets.options().dtype(at::kBool));
+}
+
 // The checks that need no data: values has a row dim, offsets 1-D integral on its device.
 void check_jagged(const char* op, const at::Tensor& values, const char* values_name,
                   const at::Tensor& offsets) {
@@ -69,7 +127,7 @@ void check_jagged(const char* op, const at::Tensor& values, const char* values_n
 // One jagged problem: checked offsets, the reset mask and what the joined form needs.
 struct Jagged {
   const char* op;
-  at::Tensor offsets;  // int64, B + 1
+  at::Tensor raw;  // the offsets as given
   c10::SymInt total, B;
   int64_t ndim;
   bool reverse;
@@ -77,18 +135,32 @@ struct Jagged {
   static Jagged make(const char* op, const at::Tensor& values, const char* values_name,
                      const at::Tensor& offsets, bool reverse) {
     check_jagged(op, values, values_name, offsets);
-    static const auto check = c10::Dispatcher::singleton()
-                                  .findSchemaOrThrow("scanops::_segment_offsets", "")
-                                  .typed<at::Tensor(const at::Tensor&, c10::SymInt,
-                                                    c10::string_view)>();
     Jagged j;
     j.op = op;
+    j.raw = offsets;
     j.total = values.sym_size(0);
-    j.offsets = check.call(offsets, j.total, op);
     j.B = offsets.sym_size(0) - 1;
     j.ndim = values.dim();
     j.reverse = reverse;
     return j;
+  }
+  // The offsets checked, int64 (B + 1), taken on first use (_segment_offsets).
+  const at::Tensor& offsets() const {
+    static const auto check = c10::Dispatcher::singleton()
+                                  .findSchemaOrThrow("scanops::_segment_offsets", "")
+                                  .typed<at::Tensor(const at::Tensor&, c10::SymInt,
+                                                    c10::string_view)>();
+    if (!checked_.defined()) checked_ = check.call(raw, total, op);
+    return checked_;
+  }
+  // The reset form's mask (total), offsets checked (_segment_heads): what the scans without
+  // initial need, without the int64 copy of the offsets.
+  at::Tensor reset() const {
+    static const auto op_ = c10::Dispatcher::singleton()
+                                .findSchemaOrThrow("scanops::_segment_heads", "")
+                                .typed<at::Tensor(const at::Tensor&, c10::SymInt,
+                                                  c10::string_view)>();
+    return op_.call(raw, total, op);
   }
   // (n) viewed as (n, 1, ..., 1): broadcast over the features.
   at::Tensor rows(const at::Tensor& t) const {
@@ -96,17 +168,17 @@ struct Jagged {
     shape[0] = t.sym_size(0);
     return t.view_symint(shape);
   }
-  at::Tensor starts() const { return offsets.narrow_symint(0, 0, B); }
-  at::Tensor ends() const { return offsets.narrow_symint(0, 1, B); }
+  at::Tensor starts() const { return offsets().narrow_symint(0, 0, B); }
+  at::Tensor ends() const { return offsets().narrow_symint(0, 1, B); }
   // A bool (n) mask, true at `at` (entries may repeat; entries == n are dropped).
   at::Tensor heads(const c10::SymInt& n, const at::Tensor& at_) const {
-    at::Tensor r = at::zeros_symint({n + 1}, offsets.options().dtype(at::kBool));
+    at::Tensor r = at::zeros_symint({n + 1}, raw.options().dtype(at::kBool));
     r = at::index_fill(r, 0, at_, true);
     return r.narrow_symint(0, 0, n);
   }
   // The segment of every row (total), and its first row.
   at::Tensor segment_of_rows() const {
-    const at::Tensor b = at::arange(at::Scalar(B), offsets.options());
+    const at::Tensor b = at::arange(at::Scalar(B), offsets().options());
     return at::repeat_interleave_symint(b, ends() - starts(), 0, total);
   }
   // initial of the result dtype, broadcastable to (B, *features) of `like`: expanded to it.
@@ -130,6 +202,9 @@ struct Jagged {
                 " (one value per segment)");
     return initial.expand_symint(shape);
   }
+
+ private:
+  mutable at::Tensor checked_;
 };
 
 // The joined form (with initial): rows of the values and the initial rows in one tensor of
@@ -144,9 +219,9 @@ struct Joined {
   static Joined make(const Jagged& j) {
     Joined w;
     const at::Tensor seg = j.segment_of_rows();
-    const at::Tensor b = at::arange(at::Scalar(j.B), j.offsets.options());
+    const at::Tensor b = at::arange(at::Scalar(j.B), j.offsets().options());
     const int64_t shift = j.reverse ? 0 : 1;
-    const at::Tensor rowid = at::arange(at::Scalar(j.total), j.offsets.options());
+    const at::Tensor rowid = at::arange(at::Scalar(j.total), j.offsets().options());
     w.row_at = rowid + seg + shift;
     w.init_at = (j.reverse ? j.ends() : j.starts()) + b;
     w.first_at = j.starts().index_select(0, seg) + seg + shift;
@@ -194,7 +269,7 @@ template <class Run>
 at::Tensor jagged_scan(const Jagged& j, const at::Tensor& values, at::ScalarType out_dtype,
                        const std::optional<at::Tensor>& initial, Run&& run) {
   if (!initial.has_value() || !initial->defined()) {
-    return run(values, j.rows(j.heads(j.total, j.starts())), [](const at::Tensor& t) { return t; });
+    return run(values, j.rows(j.reset()), [](const at::Tensor& t) { return t; });
   }
   const at::Tensor init = j.initial_rows(*initial, values, out_dtype);
   const Joined w = Joined::make(j);
@@ -273,7 +348,7 @@ std::tuple<at::Tensor, at::Tensor> segment_extremum(const char* op, bool is_max,
     return is_max ? scanops::cummax(v, 0, o) : scanops::cummin(v, 0, o);
   };
   if (!initial.has_value() || !initial->defined()) {
-    auto [y, idx] = run(values, j.rows(j.heads(j.total, j.starts())));
+    auto [y, idx] = run(values, j.rows(j.reset()));
     const at::Tensor first = j.starts().index_select(0, j.segment_of_rows());
     return {y, within_segment(j, idx, first, at::Tensor())};
   }
@@ -310,6 +385,15 @@ TORCH_LIBRARY_IMPL(scanops, CompositeImplicitAutograd, m) {
   m.impl("segment_cummax", &scanops::jagged::segment_cummax);
   m.impl("segment_cummin", &scanops::jagged::segment_cummin);
 }
-TORCH_LIBRARY_IMPL(scanops, CPU, m) { m.impl("_segment_offsets", &scanops::jagged::segment_offsets); }
-TORCH_LIBRARY_IMPL(scanops, CUDA, m) { m.impl("_segment_offsets", &scanops::jagged::segment_offsets); }
-TORCH_LIBRARY_IMPL(scanops, Meta, m) { m.impl("_segment_offsets", &scanops::jagged::segment_offsets_meta); }
+TORCH_LIBRARY_IMPL(scanops, CPU, m) {
+  m.impl("_segment_offsets", &scanops::jagged::segment_offsets);
+  m.impl("_segment_heads", &scanops::jagged::segment_heads_cpu);
+}
+TORCH_LIBRARY_IMPL(scanops, CUDA, m) {
+  m.impl("_segment_offsets", &scanops::jagged::segment_offsets);
+  m.impl("_segment_heads", &scanops::jagged::segment_heads_generic);
+}
+TORCH_LIBRARY_IMPL(scanops, Meta, m) {
+  m.impl("_segment_offsets", &scanops::jagged::segment_offsets_meta);
+  m.impl("_segment_heads", &scanops::jagged::segment_heads_meta);
+}

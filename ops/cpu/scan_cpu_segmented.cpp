@@ -7,20 +7,29 @@
 // in memory). Lines are cut into chunks only when there are fewer than kMinUnits units of
 // whole lines; then a first pass takes each chunk's total (SegmentedCombine), a serial pass per
 // line combines them into each chunk's carry, and a second walk writes every chunk from its
-// carry (the input read twice).
+// carry (the input read twice). Float32 / float64 sums, products and linear recurrences (rows
+// and columns), logcumsumexp and cummax / cummin (rows) walk on the AVX2 kernels of
+// scan_cpu_segmented_avx2.h where the CPU has them (vec_ok).
 #include <ATen/Parallel.h>
 
 #include <algorithm>
+#include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "ops/cpu/scan_cpu.h"
+#include "ops/cpu/scan_cpu_kernels.h"  // the AVX2 kernels' lanes and dispatch, the memory policy
 #include "ops/dispatch.h"
 #include "ops/segmented.h"
 
+#if defined(SCANOPS_AVX2_KERNELS)
 namespace scanops {
-// The back end's memory policy (scan_cpu_memory.cpp; declared in scan_cpu_kernels.h).
-void advise_huge_pages(void* p, int64_t bytes);
+#pragma GCC push_options
+#pragma GCC target("avx2,fma")
+#include "ops/cpu/scan_cpu_segmented_avx2.h"
+#pragma GCC pop_options
 }  // namespace scanops
+#endif
 
 namespace scanops::cpu {
 namespace {
@@ -30,15 +39,168 @@ constexpr int64_t kMinUnits = 64;          // whole lines when there are at leas
 constexpr int64_t kChunkElements = 1 << 16;  // elements of a unit when lines are cut
 constexpr int64_t kGrainElements = 1 << 15;  // elements a parallel task takes at least
 
+// The combines with AVX2 segmented kernels (scan_cpu_segmented_avx2.h): their float64 states.
+template <class C>
+struct SegVecOp {
+  using type = void;
+};
+#if defined(SCANOPS_AVX2_KERNELS)
+template <>
+struct SegVecOp<SumCombine<double>> {
+  using type = avx2::SumOp;
+};
+template <>
+struct SegVecOp<ProdCombine<double>> {
+  using type = avx2::ProdOp;
+};
+template <>
+struct SegVecOp<AffineCombine<double>> {
+  using type = avx2::AffineOp;
+};
+#endif
+
+// cummax / cummin with an int64 position (the segmented walk's state)
+template <class C>
+struct SegExt : std::false_type {};
+template <class T, bool kMax>
+struct SegExt<ExtremumCombine<T, kMax, int64_t>> : std::true_type {
+  static constexpr bool max = kMax;
+};
+
 template <class C, class in_t, class out_t>
 struct SegRunner {
   using Args = SegmentedArgs<C, in_t, out_t>;
   using seg_t = typename Args::seg_t;
+  using VecOp = typename SegVecOp<C>::type;
+  // float32 / float64 in and out, a combine with a vector kernel
+  static constexpr bool kVec = !std::is_void_v<VecOp> && std::is_same_v<in_t, out_t> &&
+                               (std::is_same_v<in_t, float> || std::is_same_v<in_t, double>);
+  static constexpr int kComps = std::is_same_v<typename C::state_t, double> ? 1 : 2;
+  // logcumsumexp of float32 / float64 rows: the online form (scan_cpu_segmented_avx2.h)
+  static constexpr bool kVecLse = std::is_same_v<C, LogAddExpCombine<double>> && std::is_same_v<in_t, out_t> &&
+                                  (std::is_same_v<in_t, float> || std::is_same_v<in_t, double>);
+
+  // Whether the vector kernels take this problem: the CPU has them (use_avx2(), the
+  // unsegmented kernels' dispatch) and the companions are read with unit strides (rows: along
+  // the length; columns: across them, the reset flags also broadcast); else the generic walk.
+  // cummax / cummin of float32 / float64 rows (scan_cpu_segmented_avx2.h)
+  static constexpr bool kVecExt = SegExt<C>::value && std::is_same_v<in_t, out_t> &&
+                                  (std::is_same_v<in_t, float> || std::is_same_v<in_t, double>);
+
+  static bool vec_ok(const Args& a) {
+    if constexpr (kVecLse || kVecExt) {
+      return use_avx2() && a.inner == 1 && a.reset_at.sl == 1;
+    } else if constexpr (!kVec) {
+      return false;
+    } else {
+      if (!use_avx2()) return false;
+      if (a.inner == 1) {
+        return a.reset_at.sl == 1 && (a.mask == nullptr || a.mask_at.sl == 1) &&
+               (a.coeff == nullptr || a.coeff_at.sl == 1);
+      }
+      return (a.reset_at.si == 0 || a.reset_at.si == 1) && (a.mask == nullptr || a.mask_at.si == 1) &&
+             (a.coeff == nullptr || a.coeff_at.si == 1);
+    }
+  }
+
+  // walk_row on the vector kernel (vec_ok)
+  template <bool kWrite>
+  static seg_t vec_row(const Args& a, int64_t o, int64_t k0, int64_t k1, seg_t r) {
+#if defined(SCANOPS_AVX2_KERNELS)
+    if constexpr (kVecExt) {
+      const int64_t n = a.length;
+      avx2::seg_ext_row<in_t, SegExt<C>::max>(a.input + o * n, a.values + o * n, a.indices + o * n,
+                                               a.reset + o * a.reset_at.so, n, a.reverse, a.exclusive, kWrite, k0,
+                                               k1, a.initial == nullptr, r.s.v, r.s.i, r.head);
+    }
+    if constexpr (kVecLse) {
+      const int64_t n = a.length;
+      avx2::seg_lse_row<in_t>(a.input + o * n, a.values + o * n, a.reset + o * a.reset_at.so, n, a.reverse,
+                              a.exclusive, kWrite, k0, k1, a.initial == nullptr, r.s, r.head);
+    }
+    if constexpr (kVec) {
+      const int64_t n = a.length;
+      const avx2::SegRow<in_t> p{a.input + o * n,
+                                 a.coeff != nullptr ? a.coeff + o * a.coeff_at.so : nullptr,
+                                 a.mask != nullptr ? a.mask + o * a.mask_at.so : nullptr,
+                                 a.reset + o * a.reset_at.so, a.values + o * n, n};
+      avx2::seg_row<VecOp, in_t>(p, a.reverse, a.exclusive, kWrite, k0, k1, a.initial == nullptr, r.s, r.head);
+    }
+#endif
+    return r;
+  }
+
+  // Columns [i0, i1) of outer index o, positions [k0, k1), on the vector kernel (vec_ok),
+  // from the states r[i - i0].
+  template <bool kWrite>
+  static void vec_cols(const Args& a, int64_t o, int64_t i0, int64_t i1, int64_t k0, int64_t k1, seg_t* r) {
+#if defined(SCANOPS_AVX2_KERNELS)
+    if constexpr (kVec) {
+      const int64_t w = i1 - i0, n = a.length, inner = a.inner;
+      double L[kComps * kColumns], H[kColumns];
+      for (int64_t j = 0; j < w; ++j) {
+        if constexpr (kComps == 1) {
+          L[j] = r[j].s;
+        } else {
+          L[j] = r[j].s.a;
+          L[w + j] = r[j].s.b;
+        }
+        const uint64_t hb = r[j].head ? ~uint64_t(0) : 0;
+        std::memcpy(H + j, &hb, 8);
+      }
+      const avx2::SegCols<in_t> p{a.input + o * n * inner + i0,
+                                  a.coeff != nullptr ? a.coeff + o * a.coeff_at.so + i0 : nullptr,
+                                  a.mask != nullptr ? a.mask + o * a.mask_at.so + i0 : nullptr,
+                                  a.reset + o * a.reset_at.so + i0 * a.reset_at.si,
+                                  a.values + o * n * inner + i0,
+                                  n, inner, a.coeff_at.sl, a.mask_at.sl, a.reset_at.sl, a.reset_at.si};
+      avx2::seg_col<VecOp, in_t>(p, a.reverse, a.exclusive, kWrite, w, k0, k1, a.initial == nullptr, L, H);
+      for (int64_t j = 0; j < w; ++j) {
+        if constexpr (kComps == 1) {
+          r[j].s = L[j];
+        } else {
+          r[j].s = {L[j], L[w + j]};
+        }
+        uint64_t hb;
+        std::memcpy(&hb, H + j, 8);
+        r[j].head = hb != 0;
+      }
+    }
+#endif
+  }
+
+  // Where a head is not known from the flags' word (positions with and without heads), a
+  // head may select the element's own state against the combine of the running state with
+  // it (both computed, then a select: no branch on the flags, which are as unpredictable as
+  // the segment lengths). Exact for every combine: the selected value is the one the branch
+  // takes, bit for bit. It wins only where the combine is a select already (cummax /
+  // cummin); sums, products and affine maps keep the branch (a select puts a combine and a
+  // select on every element's chain, a branch only its mispredictions; measured in
+  // docs/benchmarks/segmented-cpu-2026-11-27.md).
+  static constexpr bool kSelect = C::selects;
+  template <class S>
+  static S select(bool h, const S& a, const S& b) {  // h ? a : b
+    if constexpr (sizeof(S) % 8 == 0 && std::is_trivially_copyable_v<S>) {
+      constexpr size_t W = sizeof(S) / 8;
+      uint64_t wa[W], wb[W];
+      std::memcpy(wa, &a, sizeof(S));
+      std::memcpy(wb, &b, sizeof(S));
+      const uint64_t m = uint64_t(0) - uint64_t(h);
+      for (size_t j = 0; j < W; ++j) wa[j] = (wa[j] & m) | (wb[j] & ~m);
+      S r;
+      std::memcpy(&r, wa, sizeof(S));
+      return r;
+    } else {
+      return h ? a : b;
+    }
+  }
 
   // Rows (inner == 1): SegmentedArgs::step's walk with the offsets stepped along the row
   // instead of computed from (o, l, i) per element, and the running state in a local (the
-  // generic walk keeps it in the column block's array). The same branches as
-  // SegmentedArgs::lift / head / write: a change there is a change here.
+  // generic walk keeps it in the column block's array). The same results as
+  // SegmentedArgs::lift / head / write: a change there is a change here. Where the reset
+  // flags are contiguous along the row they are read 8 at a time: a word of zeros has no
+  // head (the common case for long segments: no per-element test at all).
   template <bool kWrite>
   static seg_t walk_row(const Args& a, int64_t o, int64_t k0, int64_t k1, seg_t r) {
     using state_t = typename C::state_t;
@@ -60,18 +222,39 @@ struct SegRunner {
         if constexpr (C::indexed) idx[l] = C::index(s);
       }
     };
-    int64_t l = a.pos(k0);
-    for (int64_t k = k0; k < k1; ++k, l += dl) {
-      state_t x;
+    const auto lift = [&](int64_t l) -> state_t {
       if constexpr (C::arity == 2) {
-        x = C::template lift<in_t>(cf[l * csl], in[l]);
+        return C::template lift<in_t>(cf[l * csl], in[l]);
       } else if constexpr (C::indexed) {
-        x = C::template lift<in_t>(in[l], l);
+        return C::template lift<in_t>(in[l], l);
       } else {
-        x = (m != nullptr && !m[l * msl]) ? C::identity() : C::template lift<in_t>(in[l]);
+        return (m != nullptr && !m[l * msl]) ? C::identity() : C::template lift<in_t>(in[l]);
       }
-      const bool head = k == 0 ? a.initial == nullptr : rs[(a.reverse ? l + 1 : l) * rsl];
-      if (head) {
+    };
+    // one position without a head
+    const auto plain = [&](int64_t l) {
+      const state_t x = lift(l);
+      if (exclusive) write(l, r.s);
+      r.s = C::combine(r.s, x);
+      if (!exclusive) write(l, r.s);
+    };
+    // one position that is a head (no dependence on the running state: the select's
+    // chain would cost a combine and a select an element where every element is a head)
+    const auto head = [&](int64_t l) {
+      const state_t x = lift(l);
+      if (exclusive) write(l, C::identity());
+      r.s = x;
+      r.head = true;
+      if (!exclusive) write(l, r.s);
+    };
+    // one position that may be a head
+    const auto any = [&](int64_t l, bool h) {
+      const state_t x = lift(l);
+      if constexpr (kSelect) {
+        if (exclusive) write(l, select(h, C::identity(), r.s));
+        r.s = select(h, x, C::combine(r.s, x));
+        r.head = r.head || h;
+      } else if (h) {
         if (exclusive) write(l, C::identity());
         r.s = x;
         r.head = true;
@@ -80,7 +263,35 @@ struct SegRunner {
         r.s = C::combine(r.s, x);
       }
       if (!exclusive) write(l, r.s);
+    };
+    int64_t k = k0;
+    int64_t l = a.pos(k0);
+    if (k == 0 && k < k1) {  // the line's first position: a head unless the line has an initial value
+      any(l, a.initial == nullptr);
+      ++k;
+      l += dl;
     }
+    if (rsl == 1) {
+      // flags of positions l .. l + 7 in scan order: forward rs[l .. l + 7], reverse
+      // rs[l + 1 - 7 .. l + 1] (the head of memory position l is rs[l + 1]), one word
+      const int64_t woff = a.reverse ? -6 : 0;
+      constexpr uint64_t kAllHeads = 0x0101010101010101ull;  // (bool true is 1)
+      for (; k + 8 <= k1; k += 8, l += 8 * dl) {
+        uint64_t w;
+        std::memcpy(&w, rs + l + woff, 8);
+        if (w == 0) {
+          for (int j = 0; j < 8; ++j) plain(l + j * dl);
+        } else if (w == kAllHeads) {
+          for (int j = 0; j < 8; ++j) head(l + j * dl);
+        } else {
+          for (int j = 0; j < 8; ++j) {
+            const int64_t lj = l + j * dl;
+            any(lj, rs[a.reverse ? lj + 1 : lj]);
+          }
+        }
+      }
+    }
+    for (; k < k1; ++k, l += dl) any(l, rs[(a.reverse ? l + 1 : l) * rsl]);
     return r;
   }
 
@@ -109,6 +320,7 @@ struct SegRunner {
     const int64_t numel = a.outer * a.length * a.inner;
     advise_huge_pages(a.values, numel * static_cast<int64_t>(sizeof(out_t)));
     if (a.indices != nullptr) advise_huge_pages(a.indices, numel * static_cast<int64_t>(sizeof(int64_t)));
+    const bool vec = vec_ok(a);
     const int64_t cols = std::min<int64_t>(a.inner, kColumns);
     const int64_t blocks = (a.inner + cols - 1) / cols;
     const int64_t lines_units = a.outer * blocks;
@@ -143,7 +355,9 @@ struct SegRunner {
           for (int64_t i = i0; i < i1; ++i) r[i - i0] = SegmentedCombine<C>::identity();
           const int64_t k1 = std::min(a.length, (c + 1) * chunk);
           if (a.inner == 1) {
-            r[0] = walk_row<false>(a, o, c * chunk, k1, r[0]);
+            r[0] = vec ? vec_row<false>(a, o, c * chunk, k1, r[0]) : walk_row<false>(a, o, c * chunk, k1, r[0]);
+          } else if (vec) {
+            vec_cols<false>(a, o, i0, i1, c * chunk, k1, r);
           } else {
             for (int64_t k = c * chunk; k < k1; ++k) {
               for (int64_t i = i0; i < i1; ++i) a.template step<false>(o, k, i, r[i - i0]);
@@ -176,7 +390,11 @@ struct SegRunner {
         }
         const int64_t k1 = std::min(a.length, (c + 1) * chunk);
         if (a.inner == 1) {
-          walk_row<true>(a, o, c * chunk, k1, r[0]);
+          vec ? vec_row<true>(a, o, c * chunk, k1, r[0]) : walk_row<true>(a, o, c * chunk, k1, r[0]);
+          continue;
+        }
+        if (vec) {
+          vec_cols<true>(a, o, i0, i1, c * chunk, k1, r);
           continue;
         }
         for (int64_t k = c * chunk; k < k1; ++k) {

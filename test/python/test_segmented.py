@@ -1433,6 +1433,70 @@ def test_bad_offsets(op, device):
         call_segment(op, v, offs, initial=c, mask=mask, a=a)
 
 
+def test_heads_exact_cpu(seed):
+    """CPU: at a head the inclusive output is the element itself and the exclusive one the
+    identity, bit for bit (-0.0, infinities and NaN among the elements), and an exclusive
+    line's first output is its initial value, for the vector kernels' combines and dtypes
+    (rows and columns, both directions, lines cut into chunks)."""
+    gen = torch.Generator().manual_seed(seed)
+    ident = {"cumsum": 0.0, "cumprod": 1.0, "linear_recurrence": 0.0, "logcumsumexp": -math.inf}
+    for dt, (shape, dim), op, rev in itertools.product(
+            (f32, torch.float64), (((70_001,), 0), ((3, 1001), 1), ((501, 7), 0), ((2, 300, 9), 1)),
+            list(ident), (False, True)):
+        x = torch.randn(shape, generator=gen, dtype=dt)
+        special = torch.tensor([-0.0, 0.0, math.inf, -math.inf, math.nan, 1e30], dtype=dt)
+        pick = torch.rand(shape, generator=gen) < 0.05
+        x[pick] = special[torch.randint(0, 6, (int(pick.sum()),), generator=gen)]
+        r = torch.rand(shape, generator=gen) < 0.2
+        a = torch.rand(shape, generator=gen, dtype=dt)
+        init = torch.randn(shape[:dim] + shape[dim + 1:], generator=gen, dtype=dt)
+        # heads in scan order: reset at l (forward) or l + 1 (reverse), not the line's first
+        rr = r.movedim(dim, -1)
+        h = torch.zeros_like(rr)
+        if rev:
+            h[..., :-1] = rr[..., 1:]
+        else:
+            h[..., 1:] = rr[..., 1:]
+        bits = torch.int32 if dt == f32 else torch.int64
+        for excl in (False, True):
+            y = call_reset(op, x, dim, excl, rev, init, r, a=a).movedim(dim, -1)
+            want = torch.full_like(x.movedim(dim, -1), ident[op]) if excl else x.movedim(dim, -1)
+            assert torch.equal(y[h].view(bits), want[h].view(bits)), (op, dt, shape, rev, excl)
+            if excl:
+                first = y[..., -1] if rev else y[..., 0]
+                assert torch.equal(first.contiguous().view(bits), init.view(bits)), (op, dt, shape, rev)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_segment_heads(device):
+    """_segment_heads (the offsets form's reset mask without initial) equals the mask built by
+    index_fill, for int64 and int32 offsets with empty segments, at 1 and 2 threads; its
+    errors are _segment_offsets'; opcheck."""
+    gen = torch.Generator().manual_seed(3)
+    threads = torch.get_num_threads()
+    try:
+        for lens in (torch.randint(0, 5, (100_000,), generator=gen), torch.ones(70_000, dtype=i64),
+                     torch.tensor([0, 0, 5, 0]), torch.tensor([], dtype=i64),
+                     torch.tensor([300_000]), torch.randint(0, 3000, (300,), generator=gen)):
+            offs = torch.cat([torch.zeros(1, dtype=i64), lens.cumsum(0)]).to(device)
+            total = int(offs[-1])
+            ref = torch.zeros(total + 1, dtype=b8, device=device)
+            ref[offs[:-1]] = True
+            ref = ref[:total]
+            for dt, nt in itertools.product((i64, torch.int32), (1, 2)):
+                torch.set_num_threads(nt)
+                got = sops()._segment_heads(offs.to(dt), total, "scanops.x")
+                assert got.dtype == b8 and torch.equal(got, ref), (dt, nt, lens[:8])
+    finally:
+        torch.set_num_threads(threads)
+    for bad in ([1, 3, 7], [0, 4, 2, 7], [0, 2, 6], [0, -1, 7]):
+        with pytest.raises(RuntimeError, match="scanops.x: argument 'offsets' must"):
+            sops()._segment_heads(torch.tensor(bad, device=device), 7, "scanops.x")
+    torch.library.opcheck(sops()._segment_heads.default,
+                          (torch.tensor([0, 2, 2, 7], device=device), 7, "scanops.x"),
+                          raise_exception=True)
+
+
 # ================================================================================================
 # PT2, TorchScript
 # ================================================================================================
