@@ -210,9 +210,14 @@ struct ColumnRun {
 #pragma unroll
     for (int k = 0; k < R; ++k) {
       if (k < m) {
-        // (Runs, k == 0: the carry itself, as in RowTile::scan: not the run's value() of it.)
-        state_t before{};
-        if (exclusive) before = combine_runs<Combine> && k == 0 ? carry : w.value();
+        // (Runs, k == 0: the carry itself, as in RowTile::scan: not the run's value() of it;
+        // chains keep their measured code.)
+        state_t before;
+        if constexpr (combine_runs<Combine>) {
+          before = !exclusive ? state_t{} : k == 0 ? carry : w.value();
+        } else {
+          before = exclusive ? w.value() : state_t{};  // (runs: no log1p unused)
+        }
         w.push(src.lift_held(x[k]));
         dst.store(idx0 + k * step, exclusive ? before : w.value());
       }
