@@ -203,21 +203,17 @@ struct ColumnRun {
     return w.value();
   }
   template <class Sink>
-  __device__ __forceinline__ void scan_store(const Source& src, const Sink& dst,
-                                             const state_t& carry, bool exclusive) const {
+  __device__ __forceinline__ void scan_store(const Source& src, const Sink& dst, state_t carry,
+                                             bool exclusive) const {
     if (!active) return;
     auto w = Walk<Combine>::begin(carry);
 #pragma unroll
     for (int k = 0; k < R; ++k) {
       if (k < m) {
         // (Runs, k == 0: the carry itself, as in RowTile::scan: not the run's value() of it;
-        // chains keep their measured code.)
-        state_t before;
-        if constexpr (combine_runs<Combine>) {
-          before = !exclusive ? state_t{} : k == 0 ? carry : w.value();
-        } else {
-          before = exclusive ? w.value() : state_t{};  // (runs: no log1p unused)
-        }
+        // chains keep their measured code; runs: no log1p unused.)
+        constexpr bool kRuns = combine_runs<Combine>;
+        const state_t before = exclusive ? (kRuns && k == 0 ? carry : w.value()) : state_t{};
         w.push(src.lift_held(x[k]));
         dst.store(idx0 + k * step, exclusive ? before : w.value());
       }
