@@ -260,6 +260,22 @@ static void seg_row_total(const SegRow<T>& p, int64_t k0, int64_t k1, bool first
   s = row_block_impl<Op, T, kRev, kMask, false, false, true, false>(q, 0, n, k0, k1, Op::sid());
 }
 
+// Run-time flags to instantiations: go(R, E, W), each a std::bool_constant: R = rev,
+// W = write, E = excl where W (a walk that writes nothing has no exclusive form).
+template <class Go>
+static inline void with_rew(bool rev, bool excl, bool write, Go&& go) {
+  using F = std::false_type;
+  using Tr = std::true_type;
+  auto with_e = [&](auto R, auto W) {
+    if constexpr (decltype(W)::value) {
+      if (excl) return go(R, Tr{}, W);
+    }
+    go(R, F{}, W);
+  };
+  auto with_w = [&](auto R) { write ? with_e(R, Tr{}) : with_e(R, F{}); };
+  rev ? with_w(Tr{}) : with_w(F{});
+}
+
 // The row walk's entry (run-time flags to instantiations).
 template <class Op, class T>
 static void seg_row(const SegRow<T>& p, bool rev, bool excl, bool write, int64_t k0, int64_t k1, bool first_head,
@@ -272,22 +288,12 @@ static void seg_row(const SegRow<T>& p, bool rev, bool excl, bool write, int64_t
           p, k0, k1, first_head, s, head);
     }
   };
-  using F = std::false_type;
-  using Tr = std::true_type;
-  auto with_m = [&](auto R, auto E, auto W) {
+  with_rew(rev, excl, write, [&](auto R, auto E, auto W) {
     if constexpr (std::is_same_v<Op, SumOp>) {
-      if (p.mask != nullptr) return go(R, Tr{}, E, W);
+      if (p.mask != nullptr) return go(R, std::true_type{}, E, W);
     }
-    go(R, F{}, E, W);
-  };
-  auto with_e = [&](auto R, auto W) {
-    if constexpr (decltype(W)::value) {
-      if (excl) return with_m(R, Tr{}, W);
-    }
-    with_m(R, F{}, W);
-  };
-  auto with_w = [&](auto R) { write ? with_e(R, Tr{}) : with_e(R, F{}); };
-  rev ? with_w(Tr{}) : with_w(F{});
+    go(R, std::false_type{}, E, W);
+  });
 }
 
 // One column block: elements (o, l, i0 + j), j < w, at in[j] etc. of the row pointers below.
@@ -452,16 +458,7 @@ static void seg_ext_row(const T* in, T* out, int64_t* idx, const bool* rs, int64
     seg_ext_row_impl<T, kMax, decltype(R)::value, decltype(E)::value, decltype(Wr)::value>(in, out, idx, rs, n, k0,
                                                                                           k1, first_head, m, mi, head);
   };
-  using F = std::false_type;
-  using Tr = std::true_type;
-  auto with_e = [&](auto R, auto Wr) {
-    if constexpr (decltype(Wr)::value) {
-      if (excl) return go(R, Tr{}, Wr);
-    }
-    go(R, F{}, Wr);
-  };
-  auto with_w = [&](auto R) { write ? with_e(R, Tr{}) : with_e(R, F{}); };
-  rev ? with_w(Tr{}) : with_w(F{});
+  with_rew(rev, excl, write, go);
 }
 
 // ---- logcumsumexp rows -----------------------------------------------------------------------
@@ -606,16 +603,7 @@ static void seg_lse_row(const T* in, T* out, const bool* rs, int64_t n, bool rev
     seg_lse_row_impl<T, decltype(R)::value, decltype(E)::value, decltype(W)::value>(in, out, rs, n, s0, s1,
                                                                                     first_head, s, head);
   };
-  using F = std::false_type;
-  using Tr = std::true_type;
-  auto with_e = [&](auto R, auto W) {
-    if constexpr (decltype(W)::value) {
-      if (excl) return go(R, Tr{}, W);
-    }
-    go(R, F{}, W);
-  };
-  auto with_w = [&](auto R) { write ? with_e(R, Tr{}) : with_e(R, F{}); };
-  rev ? with_w(Tr{}) : with_w(F{});
+  with_rew(rev, excl, write, go);
 }
 
 #undef SCANOPS_AI
