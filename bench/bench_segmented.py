@@ -18,8 +18,10 @@ segments are contiguous runs, not rows of features). Its result is compared with
 segment_cumsum's once per class (`vs scanops`: max difference relative to the running sum of
 |x|, and whether bitwise equal).
 Calls slower than 20 ms are timed one at a time (else 10 calls between two events).
-The CPU floor (a fresh clone) takes 4 KiB page faults that scanops' outputs do not (huge
-pages): compare CPU rows with the unsegmented op's row instead.
+CPU floor: bench_cpu.py's native copy (bench/floor.c on torch's thread count, the fastest of
+its chunked / huge-page variants: scanops' outputs are advised huge pages); without a C
+compiler, a torch clone(), which takes 4 KiB page faults: then compare CPU rows with the
+unsegmented op's row instead.
 
 Classes: one segment, length 1, uniform 1..64, fixed 256, uniform 1..4096, power law (lengths
 floor(u^-0.8), u uniform: a Zipf law, P(L >= l) ~ l^-1.25) and `64 features`: values
@@ -167,9 +169,27 @@ def main():
     if cub_cumsum is not None and dev != "cuda":
         raise SystemExit("--cub needs --device cuda")
 
+    # CPU: bench_cpu.py's native floor (bench/floor.c, on as many native threads as torch's),
+    # the fastest of its variants (chunked, huge pages advised as scanops advises its outputs),
+    # picked once per byte count: a torch clone() takes 4 KiB page faults and was slower than
+    # the unsegmented cumsum itself (16-core Xeon, 2026-11-27).
+    native = None
+    if dev == "cpu":
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        import bench_cpu  # noqa: E402  (compiles bench/floor.c once, cached)
+        if bench_cpu._floor_lib is not None:
+            native = bench_cpu
+
     def floor_fn(nbytes):
         buf = torch.empty(max(1, nbytes // 2), dtype=torch.uint8, device=dev)
-        return lambda: buf.clone()
+        if native is None:
+            return lambda: buf.clone()
+        fns = [lambda v=v: native.native_floor(0, buf, v) for v in native.NATIVE_VARIANTS]
+        best = []
+        for fn in fns:
+            fn()
+            best.append(min(timed(fn) for _ in range(3)))
+        return fns[best.index(min(best))]
 
     def run_rounds(cases):
         """cases: (name, fn, floor bytes). Interleaved rounds, best of args.reps; slow calls
@@ -287,6 +307,17 @@ def main():
 
     if not args.classes_only:
         other_ops()
+
+    # A byte count's floor is the fastest of its timings in every class (the reset rows of
+    # the 1-D classes share one): one slow floor round (a page-fault burst) cannot lift a share.
+    fastest = {}
+    for r in rows:
+        if r.get("floor_bytes") is not None:
+            fastest[r["floor_bytes"]] = min(fastest.get(r["floor_bytes"], 1e30), r["floor_ms"])
+    for r in rows:
+        if r.get("floor_bytes") is not None:
+            r["floor_ms"] = fastest[r["floor_bytes"]]
+            r["share"] = r["floor_ms"] / r["ms"]
 
     dev_name = torch.cuda.get_device_name(0) if dev == "cuda" else f"cpu, {torch.get_num_threads()} threads"
     head = f"device: {dev_name}; float32, {n} elements; best of {args.reps} interleaved rounds"
