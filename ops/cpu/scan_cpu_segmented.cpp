@@ -80,13 +80,13 @@ struct SegRunner {
   static constexpr bool kVecLse = std::is_same_v<C, LogAddExpCombine<double>> && std::is_same_v<in_t, out_t> &&
                                   (std::is_same_v<in_t, float> || std::is_same_v<in_t, double>);
 
-  // Whether the vector kernels take this problem: the CPU has them (use_avx2(), the
-  // unsegmented kernels' dispatch) and the companions are read with unit strides (rows: along
-  // the length; columns: across them, the reset flags also broadcast); else the generic walk.
   // cummax / cummin of float32 / float64 rows (scan_cpu_segmented_avx2.h)
   static constexpr bool kVecExt = SegExt<C>::value && std::is_same_v<in_t, out_t> &&
                                   (std::is_same_v<in_t, float> || std::is_same_v<in_t, double>);
 
+  // Whether the vector kernels take this problem: the CPU has them (use_avx2(), the
+  // unsegmented kernels' dispatch) and the companions are read with unit strides (rows: along
+  // the length; columns: across them, the reset flags also broadcast); else the generic walk.
   static bool vec_ok(const Args& a) {
     if constexpr (kVecLse || kVecExt) {
       return use_avx2() && a.inner == 1 && a.reset_at.sl == 1;
