@@ -150,7 +150,13 @@ struct Jagged {
                                   .findSchemaOrThrow("scanops::_segment_offsets", "")
                                   .typed<at::Tensor(const at::Tensor&, c10::SymInt,
                                                     c10::string_view)>();
-    if (!checked_.defined()) checked_ = check.call(raw, total, op);
+    if (!checked_.defined()) {
+      // after reset() the offsets are known good: only the int64 form is missing (on a CUDA
+      // device the check would read its flags back to the host a second time)
+      checked_ = heads_checked_ ? raw.to(raw.options().dtype(at::kLong), /*non_blocking=*/false,
+                                         /*copy=*/false, at::MemoryFormat::Contiguous)
+                                : check.call(raw, total, op);
+    }
     return checked_;
   }
   // The reset form's mask (total), offsets checked (_segment_heads): what the scans without
@@ -160,7 +166,9 @@ struct Jagged {
                                 .findSchemaOrThrow("scanops::_segment_heads", "")
                                 .typed<at::Tensor(const at::Tensor&, c10::SymInt,
                                                   c10::string_view)>();
-    return op_.call(raw, total, op);
+    at::Tensor r = op_.call(raw, total, op);
+    heads_checked_ = true;
+    return r;
   }
   // (n) viewed as (n, 1, ..., 1): broadcast over the features.
   at::Tensor rows(const at::Tensor& t) const {
@@ -205,6 +213,7 @@ struct Jagged {
 
  private:
   mutable at::Tensor checked_;
+  mutable bool heads_checked_ = false;  // reset() ran: _segment_heads checked the offsets
 };
 
 // The joined form (with initial): rows of the values and the initial rows in one tensor of
