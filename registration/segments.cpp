@@ -15,17 +15,13 @@
 // The offsets are checked by _segment_offsets (errors name the op): on a CUDA device that
 // reads three flags back to the host (one synchronisation); the data scan itself does not.
 // Without initial the mask comes from _segment_heads (the check and the mask in one op; on
-// the CPU two parallel passes over the offsets, no int64 copy).
+// the CPU the back end's segment_heads, no int64 copy).
 #include <ATen/ATen.h>
 #include <torch/library.h>
 
-#include <ATen/Dispatch.h>
-#include <ATen/Parallel.h>
-
-#include <atomic>
-#include <cstring>
 #include <string>
 
+#include "ops/cpu/scan_cpu.h"
 #include "scanops/scanops.h"
 
 namespace scanops::jagged {
@@ -59,43 +55,17 @@ at::Tensor segment_offsets_meta(const at::Tensor& offsets, c10::SymInt, c10::str
 }
 
 // _segment_heads: the reset form's mask of checked offsets, bool (total), true at each
-// nonempty segment's first row (offsets[b] < total), without the int64 copy.
-// CPU: one parallel pass checks the offsets, a second writes the mask: a task takes segments
-// [b0, b1) and writes the rows [offsets[b0], offsets[b1]) (zeros, then their heads): the
-// offsets are non-decreasing, so no two tasks write one byte, and the mask is a function of
-// the offsets (not of the thread count). Errors: _segment_offsets' (called where the check
-// fails). Other devices: _segment_offsets, then the mask by index_fill.
-template <class idx_t>
-bool offsets_ok(const idx_t* o, int64_t n, int64_t total) {
-  if (o[0] != 0 || static_cast<int64_t>(o[n - 1]) != total) return false;
-  std::atomic<bool> ok{true};
-  at::parallel_for(1, n, int64_t(1) << 16, [&](int64_t b, int64_t e) {
-    bool good = true;
-    for (int64_t i = b; i < e; ++i) good &= o[i - 1] <= o[i];
-    if (!good) ok.store(false, std::memory_order_relaxed);
-  });
-  return ok.load();
-}
+// nonempty segment's first row (offsets[b] < total), without the int64 copy. CPU: the back
+// end's segment_heads (ops/cpu/scan_cpu_segmented.cpp: one pass over short segments' offsets,
+// rows split for long ones, huge pages); where it rejects the offsets, _segment_offsets names
+// the fault. Other devices: _segment_offsets, then the mask by index_fill.
 at::Tensor segment_heads_cpu(const at::Tensor& offsets, c10::SymInt total_sym, c10::string_view op) {
   const int64_t total = total_sym.guard_int(__FILE__, __LINE__);
-  const at::Tensor o = offsets.contiguous();
   at::Tensor r = at::empty({total}, offsets.options().dtype(at::kBool));
-  bool* h = r.mutable_data_ptr<bool>();
-  AT_DISPATCH_INDEX_TYPES(o.scalar_type(), "scanops::_segment_heads", [&] {
-    const index_t* p = o.const_data_ptr<index_t>();
-    const int64_t n = o.numel();
-    if (!offsets_ok(p, n, total)) {
-      segment_offsets(offsets, total_sym, op);  // throws the error that names the fault
-      TORCH_CHECK(false, op, ": internal error: offsets rejected without a message");
-    }
-    at::parallel_for(0, n - 1, int64_t(1) << 14, [&](int64_t b0, int64_t b1) {
-      const int64_t lo = p[b0], hi = p[b1];
-      std::memset(h + lo, 0, static_cast<size_t>(hi - lo));
-      for (int64_t b = b0; b < b1; ++b) {
-        if (p[b] < hi) h[p[b]] = true;
-      }
-    });
-  });
+  if (!scanops::cpu::segment_heads(offsets.contiguous(), total, r)) {
+    segment_offsets(offsets, total_sym, op);  // throws the error that names the fault
+    TORCH_CHECK(false, op, ": internal error: offsets rejected without a message");
+  }
   return r;
 }
 at::Tensor segment_heads_generic(const at::Tensor& offsets, c10::SymInt total, c10::string_view op) {

@@ -15,4 +15,9 @@ void scan_max(const ScanProblem& p);
 void scan_min(const ScanProblem& p);
 // Segmented problems (Segments::reset), every kind (scan_cpu_segmented.cpp).
 void scan_segmented(const ScanProblem& p);
+// The reset form's mask of the jagged form's offsets (_segment_heads, registration/segments.cpp):
+// heads (bool, total elements, contiguous) true at offsets[b] for each offsets[b] < total, false
+// elsewhere. offsets: contiguous int64 or int32. Returns false, heads unspecified, unless the
+// offsets start at 0, end at total and never decrease (the caller names the fault).
+bool segment_heads(const at::Tensor& offsets, int64_t total, const at::Tensor& heads);
 }  // namespace scanops::cpu

@@ -10,9 +10,11 @@
 // carry (the input read twice). Float32 / float64 sums, products and linear recurrences (rows
 // and columns), logcumsumexp and cummax / cummin (rows) walk on the AVX2 kernels of
 // scan_cpu_segmented_avx2.h where the CPU has them (vec_ok).
+#include <ATen/Dispatch.h>
 #include <ATen/Parallel.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <type_traits>
 #include <vector>
@@ -409,6 +411,65 @@ struct SegRunner {
 
 void scan_segmented(const ScanProblem& p) {
   dispatch_scan<SegRunner, /*kWide=*/true>(p);
+}
+
+// One pass over the offsets where segments are short (average under kRowSplitLength rows):
+// a task takes segments [b0, b1), checks that its offsets p[b0..b1] never decrease and lie in
+// [0, total], then zeroes rows [p[b0], p[b1]) and sets their heads (the offsets, still in
+// cache, read once from memory: length-1 segments read 8 bytes of offsets a row). Tasks share
+// only their boundary offset, so no two write one byte. Where segments are long the rows are
+// split instead (a task's rows, zeroed, and the heads among them found by a binary search;
+// the offsets checked in a pass of their own, B << total): one long segment is no longer one
+// task's memset. The mask is a function of the offsets only, whatever the thread count; its
+// pages are advised huge as the scans' outputs are (a 2^26 mask on the 2-core VM: 30 ms of
+// 4 KiB page faults).
+bool segment_heads(const at::Tensor& offsets, int64_t total, const at::Tensor& heads) {
+  constexpr int64_t kRowSplitLength = 64;
+  bool* h = heads.mutable_data_ptr<bool>();
+  advise_huge_pages(h, total);
+  bool result = true;
+  AT_DISPATCH_INDEX_TYPES(offsets.scalar_type(), "scanops::_segment_heads", [&] {
+    const index_t* p = offsets.const_data_ptr<index_t>();
+    const int64_t n = offsets.numel();  // B + 1 >= 1
+    if (p[0] != 0 || static_cast<int64_t>(p[n - 1]) != total) {
+      result = false;
+      return;
+    }
+    std::atomic<bool> ok{true};
+    if ((n - 1) * kRowSplitLength > total) {
+      at::parallel_for(0, n - 1, int64_t(1) << 14, [&](int64_t b0, int64_t b1) {
+        bool good = p[b0] >= 0 && static_cast<int64_t>(p[b1]) <= total;
+        for (int64_t b = b0; b < b1; ++b) good &= p[b] <= p[b + 1];
+        if (!good) {
+          ok.store(false, std::memory_order_relaxed);
+          return;
+        }
+        const int64_t lo = p[b0], hi = p[b1];
+        std::memset(h + lo, 0, static_cast<size_t>(hi - lo));
+        for (int64_t b = b0; b < b1; ++b) {
+          if (p[b] < hi) h[p[b]] = true;
+        }
+      });
+      result = ok.load();
+      return;
+    }
+    at::parallel_for(1, n, int64_t(1) << 16, [&](int64_t b, int64_t e) {
+      bool good = true;
+      for (int64_t i = b; i < e; ++i) good &= p[i - 1] <= p[i];
+      if (!good) ok.store(false, std::memory_order_relaxed);
+    });
+    if (!ok.load()) {
+      result = false;
+      return;
+    }
+    at::parallel_for(0, total, int64_t(1) << 20, [&](int64_t r0, int64_t r1) {
+      std::memset(h + r0, 0, static_cast<size_t>(r1 - r0));
+      // the first offset >= r0 (the offsets are checked: sorted)
+      int64_t b = std::lower_bound(p, p + n, static_cast<index_t>(r0)) - p;
+      for (; b < n && p[b] < r1; ++b) h[p[b]] = true;
+    });
+  });
+  return result;
 }
 
 }  // namespace scanops::cpu

@@ -1477,7 +1477,9 @@ def test_segment_heads(device):
     try:
         for lens in (torch.randint(0, 5, (100_000,), generator=gen), torch.ones(70_000, dtype=i64),
                      torch.tensor([0, 0, 5, 0]), torch.tensor([], dtype=i64),
-                     torch.tensor([300_000]), torch.randint(0, 3000, (300,), generator=gen)):
+                     torch.tensor([300_000]), torch.randint(0, 3000, (300,), generator=gen),
+                     # long segments (the CPU splits the rows: 1 MiB tasks), several tasks
+                     torch.randint(0, 40_000, (200,), generator=gen)):
             offs = torch.cat([torch.zeros(1, dtype=i64), lens.cumsum(0)]).to(device)
             total = int(offs[-1])
             ref = torch.zeros(total + 1, dtype=b8, device=device)
@@ -1492,6 +1494,19 @@ def test_segment_heads(device):
     for bad in ([1, 3, 7], [0, 4, 2, 7], [0, 2, 6], [0, -1, 7]):
         with pytest.raises(RuntimeError, match="scanops.x: argument 'offsets' must"):
             sops()._segment_heads(torch.tensor(bad, device=device), 7, "scanops.x")
+    # a decrease (or a row out of range) among long segments, and in a later task of many
+    # short ones (the CPU checks each task's offsets before it writes)
+    short = torch.arange(100_001)
+    for bad, total in (([0, 200, 100, 300], 300), ([0, 400, 200_000, 300], 300),
+                       (torch.cat([short[:70_000], short[69_990:70_000], short[70_000:]]), 100_000),
+                       (torch.cat([short[:90_000], torch.tensor([200_000]), short[90_000:]]), 100_000)):
+        for nt in (1, 2):
+            torch.set_num_threads(nt)
+            try:
+                with pytest.raises(RuntimeError, match="scanops.x: argument 'offsets' must be non-decreasing"):
+                    sops()._segment_heads(torch.as_tensor(bad).to(device), total, "scanops.x")
+            finally:
+                torch.set_num_threads(threads)
     torch.library.opcheck(sops()._segment_heads.default,
                           (torch.tensor([0, 2, 2, 7], device=device), 7, "scanops.x"),
                           raise_exception=True)
