@@ -7,7 +7,9 @@ builds (an engine change that must not change a bit): run it once per library, t
   SCANOPS_LIBRARY=new/libscanops.so python bench/ab_bits.py --device cpu --out b.json
   python bench/ab_bits.py --compare a.json b.json
 
-Only the calls of the schemas both builds have (no `initial`).
+Only the calls of the schemas both builds have (no `initial`). `--reset`: every call also
+with a reset mask (segmented scans; heads at ~1% of the positions, and a mask broadcast from
+one flag a position along dim).
 """
 import argparse
 import hashlib
@@ -18,7 +20,7 @@ import os
 import sys
 
 
-def run(device, out, small=False):
+def run(device, out, small=False, reset=False):
     import torch
     sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "python"))
     import scanops  # noqa: F401
@@ -46,19 +48,27 @@ def run(device, out, small=False):
         else:
             x = torch.randint(0, 7, shape, generator=g).to(dt)
         m = torch.rand(shape, generator=g) < 0.5
+        r = torch.rand(shape, generator=g) < 0.01
+        rshape = [1] * len(shape)
+        rshape[dim] = shape[dim]
+        rb = torch.rand(rshape, generator=g) < 0.003
         a = (torch.rand(shape, generator=g, dtype=torch.float64) * 0.5 + 0.5).to(dt)
         p = (torch.rand(shape, generator=g, dtype=torch.float64) * 0.02 + 0.99).to(dt)
-        x, m, a, p = (t.to(device) for t in (x, m, a, p))
+        x, m, a, p, r, rb = (t.to(device) for t in (x, m, a, p, r, rb))
         kw = dict(exclusive=ex, reverse=rv)
-        calls = {"cumsum": lambda: ops.cumsum(x, dim, **kw),
-                 "masked_cumsum": lambda: ops.masked_cumsum(x, m, dim, **kw),
-                 "cumprod": lambda: ops.cumprod(p, dim, **kw)}
+        calls = {"cumsum": lambda **k: ops.cumsum(x, dim, **kw, **k),
+                 "masked_cumsum": lambda **k: ops.masked_cumsum(x, m, dim, **kw, **k),
+                 "cumprod": lambda **k: ops.cumprod(p, dim, **kw, **k)}
         if dt.is_floating_point or dt.is_complex:
-            calls["linear_recurrence"] = lambda: ops.linear_recurrence(a, x, dim, **kw)
-            calls["logcumsumexp"] = lambda: ops.logcumsumexp(x, dim, **kw)
+            calls["linear_recurrence"] = lambda **k: ops.linear_recurrence(a, x, dim, **kw, **k)
+            calls["logcumsumexp"] = lambda **k: ops.logcumsumexp(x, dim, **kw, **k)
         if not dt.is_complex:
-            calls["cummax"] = lambda: ops.cummax(x, dim, **kw)
-            calls["cummin"] = lambda: ops.cummin(x, dim, **kw)
+            calls["cummax"] = lambda **k: ops.cummax(x, dim, **kw, **k)
+            calls["cummin"] = lambda **k: ops.cummin(x, dim, **kw, **k)
+        if reset:
+            for name, fn in list(calls.items()):
+                for rn, rs in (("reset", r), ("reset-bcast", rb)):
+                    calls[f"{name} {rn}"] = (lambda fn=fn, rs=rs: fn(reset=rs))
         for name, fn in calls.items():
             for th in threads:
                 if th:
@@ -90,7 +100,8 @@ if __name__ == "__main__":
     ap.add_argument("--out", default="bits.json")
     ap.add_argument("--compare", nargs=2)
     ap.add_argument("--small", action="store_true", help="fewer dtypes, no large shapes")
+    ap.add_argument("--reset", action="store_true", help="every call also segmented (reset=)")
     args = ap.parse_args()
     if args.compare:
         sys.exit(compare(*args.compare))
-    run(args.device, args.out, args.small)
+    run(args.device, args.out, args.small, args.reset)
