@@ -445,7 +445,7 @@ bool segment_heads(const at::Tensor& offsets, int64_t total, const at::Tensor& h
           return;
         }
         const int64_t lo = p[b0], hi = p[b1];
-        std::memset(h + lo, 0, static_cast<size_t>(hi - lo));
+        if (hi > lo) std::memset(h + lo, 0, static_cast<size_t>(hi - lo));  // (h: null if total 0)
         for (int64_t b = b0; b < b1; ++b) {
           if (p[b] < hi) h[p[b]] = true;
         }
