@@ -7,8 +7,8 @@
 // in memory). Lines are cut into chunks only when there are fewer than kMinUnits units of
 // whole lines; then a first pass takes each chunk's total (SegmentedCombine), a serial pass per
 // line combines them into each chunk's carry, and a second walk writes every chunk from its
-// carry (the input read twice). Float32 / float64 sums, products and linear recurrences (rows
-// and columns), logcumsumexp and cummax / cummin (rows) walk on the AVX2 kernels of
+// carry (the input read twice). Float32 / float64 sums, products, linear recurrences and
+// cummax / cummin (rows and columns) and logcumsumexp (rows) walk on the AVX2 kernels of
 // scan_cpu_segmented_avx2.h where the CPU has them (vec_ok).
 #include <ATen/Dispatch.h>
 #include <ATen/Parallel.h>
@@ -90,7 +90,10 @@ struct SegRunner {
   // unsegmented kernels' dispatch) and the companions are read with unit strides (rows: along
   // the length; columns: across them, the reset flags also broadcast); else the generic walk.
   static bool vec_ok(const Args& a) {
-    if constexpr (kVecLse || kVecExt) {
+    if constexpr (kVecExt) {  // rows and columns
+      if (!use_avx2()) return false;
+      return a.inner == 1 ? a.reset_at.sl == 1 : (a.reset_at.si == 0 || a.reset_at.si == 1);
+    } else if constexpr (kVecLse) {
       return use_avx2() && a.inner == 1 && a.reset_at.sl == 1;
     } else if constexpr (!kVec) {
       return false;
@@ -137,6 +140,27 @@ struct SegRunner {
   template <bool kWrite>
   static void vec_cols(const Args& a, int64_t o, int64_t i0, int64_t i1, int64_t k0, int64_t k1, seg_t* r) {
 #if defined(SCANOPS_AVX2_KERNELS)
+    if constexpr (kVecExt) {
+      const int64_t w = i1 - i0, n = a.length, inner = a.inner;
+      in_t M[kColumns];
+      int64_t I[kColumns];
+      bool Hd[kColumns];
+      for (int64_t j = 0; j < w; ++j) {
+        M[j] = r[j].s.v;
+        I[j] = r[j].s.i;
+        Hd[j] = r[j].head;
+      }
+      const int64_t base = o * n * inner + i0;
+      avx2::seg_ext_col<in_t, SegExt<C>::max>(a.input + base, a.values + base, a.indices + base,
+                                               a.reset + o * a.reset_at.so + i0 * a.reset_at.si, n, inner,
+                                               a.reset_at.sl, a.reset_at.si, a.reverse, a.exclusive, kWrite, w,
+                                               k0, k1, a.initial == nullptr, M, I, Hd);
+      for (int64_t j = 0; j < w; ++j) {
+        r[j].s.v = M[j];
+        r[j].s.i = I[j];
+        r[j].head = Hd[j];
+      }
+    }
     if constexpr (kVec) {
       const int64_t w = i1 - i0, n = a.length, inner = a.inner;
       double L[kComps * kColumns], H[kColumns];

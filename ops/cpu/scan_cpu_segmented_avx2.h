@@ -461,6 +461,113 @@ static void seg_ext_row(const T* in, T* out, int64_t* idx, const bool* rs, int64
   with_rew(rev, excl, write, go);
 }
 
+// ---- cummax / cummin columns (float32 / float64) -------------------------------------------
+// The row step's rule lane-wise over w columns side by side (a column a lane, 4 at a time):
+// each column's state (m, mi) in M / I between positions; a head (the lane's reset flag, or one
+// broadcast to the row) restarts at the element, else the later element wins on >= / <= and a
+// NaN wins and stays. Selections only: the bits are the generic walk's. Hd (w flags) or's the
+// heads of the walk without outputs (a chunk's total).
+template <class T, bool kMax>
+static SCANOPS_AI __m256i ext_col_wins(const T* x, const T* m, __m256i h) {
+  if constexpr (std::is_same_v<T, float>) {
+    const __m128 xv = _mm_loadu_ps(x), mv = _mm_loadu_ps(m);
+    const __m128 w = _mm_or_ps(_mm_cmp_ps(xv, xv, _CMP_UNORD_Q),
+                               _mm_cmp_ps(xv, mv, kMax ? _CMP_GE_OQ : _CMP_LE_OQ));
+    return _mm256_or_si256(h, _mm256_cvtepi32_epi64(_mm_castps_si128(w)));
+  } else {
+    const __m256d xv = _mm256_loadu_pd(x), mv = _mm256_loadu_pd(m);
+    const __m256d w = _mm256_or_pd(_mm256_cmp_pd(xv, xv, _CMP_UNORD_Q),
+                                   _mm256_cmp_pd(xv, mv, kMax ? _CMP_GE_OQ : _CMP_LE_OQ));
+    return _mm256_or_si256(h, _mm256_castpd_si256(w));
+  }
+}
+// 4 values at p: where sel, a's, else b's (sel: 64-bit lane masks)
+template <class T>
+static SCANOPS_AI void ext_col_pick(T* p, const T* a, const T* b, __m256i sel) {
+  if constexpr (std::is_same_v<T, float>) {
+    const __m128i s32 = _mm256_castsi256_si128(_mm256_permutevar8x32_epi32(sel, _mm256_setr_epi32(0, 2, 4, 6, 0, 2, 4, 6)));
+    _mm_storeu_ps(p, _mm_blendv_ps(_mm_loadu_ps(b), _mm_loadu_ps(a), _mm_castsi128_ps(s32)));
+  } else {
+    _mm256_storeu_pd(p, _mm256_blendv_pd(_mm256_loadu_pd(b), _mm256_loadu_pd(a), _mm256_castsi256_pd(sel)));
+  }
+}
+template <class T, bool kMax, bool kExcl, bool kWrite>
+static void seg_ext_col_impl(const T* in, T* out, int64_t* idx, const bool* rs, int64_t n, int64_t inner, int64_t rsl,
+                             int64_t rsi, bool rev, int64_t w, int64_t k0, int64_t k1, bool first_head, T* M,
+                             int64_t* I, bool* Hd) {
+  const T idv = kMax ? -std::numeric_limits<T>::infinity() : std::numeric_limits<T>::infinity();
+  T idb[4] = {idv, idv, idv, idv};
+  const __m256i zero = _mm256_setzero_si256();
+  for (int64_t k = k0; k < k1; ++k) {
+    const int64_t l = rev ? n - 1 - k : k;
+    const T* x = in + l * inner;
+    T* o = out + l * inner;
+    int64_t* oi = idx + l * inner;
+    const bool* r = rs + (rev ? l + 1 : l) * rsl;  // position 0: first_head instead
+    const bool first = k == 0;
+    const bool bcast = first || rsi == 0;
+    const bool hb = first ? first_head : r[0];
+    const __m256i hv = _mm256_set1_epi64x(hb ? -1 : 0);
+    const __m256i lv = _mm256_set1_epi64x(l);
+    int64_t j = 0;
+    for (; j + 4 <= w; j += 4) {
+      const __m256i h = bcast ? hv : _mm256_castpd_si256(seg_mask4(seg_load32(r + j)));
+      __m256i mi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(I + j));
+      if constexpr (kWrite && kExcl) {
+        ext_col_pick(o + j, idb, M + j, h);
+        const __m256i none = _mm256_or_si256(h, _mm256_cmpgt_epi64(zero, mi));
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(oi + j), _mm256_or_si256(mi, none));
+      }
+      const __m256i win = ext_col_wins<T, kMax>(x + j, M + j, h);
+      ext_col_pick(M + j, x + j, M + j, win);
+      mi = _mm256_blendv_epi8(mi, lv, win);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(I + j), mi);
+      if constexpr (kWrite && !kExcl) {
+        std::memcpy(o + j, M + j, 4 * sizeof(T));
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(oi + j), _mm256_or_si256(mi, _mm256_cmpgt_epi64(zero, mi)));
+      }
+      if constexpr (!kWrite) {
+        if (!bcast || hb) {
+          alignas(32) int64_t hs[4];
+          _mm256_store_si256(reinterpret_cast<__m256i*>(hs), h);
+          for (int q = 0; q < 4; ++q) Hd[j + q] = Hd[j + q] || hs[q] != 0;
+        }
+      }
+    }
+    for (; j < w; ++j) {
+      const bool h = bcast ? hb : r[j];
+      const T xv = x[j];
+      T& m = M[j];
+      int64_t& mi = I[j];
+      if constexpr (kWrite && kExcl) {
+        o[j] = h ? idv : m;
+        oi[j] = h || mi < 0 ? -1 : mi;
+      }
+      if (h || xv != xv || (m == m && (kMax ? xv >= m : xv <= m))) {
+        m = xv;
+        mi = l;
+      }
+      Hd[j] = Hd[j] || h;
+      if constexpr (kWrite && !kExcl) {
+        o[j] = m;
+        oi[j] = mi < 0 ? -1 : mi;
+      }
+    }
+  }
+}
+
+template <class T, bool kMax>
+static void seg_ext_col(const T* in, T* out, int64_t* idx, const bool* rs, int64_t n, int64_t inner, int64_t rsl,
+                        int64_t rsi, bool rev, bool excl, bool write, int64_t w, int64_t k0, int64_t k1,
+                        bool first_head, T* M, int64_t* I, bool* Hd) {
+  auto go = [&](auto E, auto Wr) {
+    seg_ext_col_impl<T, kMax, decltype(E)::value, decltype(Wr)::value>(in, out, idx, rs, n, inner, rsl, rsi, rev, w,
+                                                                       k0, k1, first_head, M, I, Hd);
+  };
+  if (!write) return go(std::false_type{}, std::false_type{});
+  excl ? go(std::true_type{}, std::true_type{}) : go(std::false_type{}, std::true_type{});
+}
+
 // ---- logcumsumexp rows -----------------------------------------------------------------------
 // The online form of scan_cpu_lse_avx2.h (state (m, t): the running maximum and the sum of
 // exp(x - m) less the maximum's 1; value m + log1p(t)), per segment. A head restarts both:

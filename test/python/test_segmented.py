@@ -797,6 +797,22 @@ def test_nan_inf_and_ties_in_cummax(device, seed):
         got = call_reset(op, x.to(device), 1, excl, rev, None if c is None else c.to(device), r.to(device))
         ref = seq_reference(op, x, 1, excl, rev, c, r)
         assert_result(op, got, ref, f32, 60, f"{op} NaN/inf/ties excl={excl} rev={rev} init={c is not None}")
+    # columns (dim 0; the CPU's vector column walk: lanes of 4 and a tail), float32 and float64,
+    # a reset per element and one broadcast over the row
+    xc = torch.randint(0, 4, (60, 37), generator=gen).float()
+    for v, frac in ((math.nan, 0.05), (math.inf, 0.05), (-math.inf, 0.05)):
+        xc[torch.rand(60, 37, generator=gen) < frac] = v
+    rc = torch.rand(60, 37, generator=gen) < 0.15
+    rrow = torch.rand(60, 1, generator=gen) < 0.15
+    initc = torch.randint(0, 4, (37,), generator=gen).float()
+    initc[::5] = math.nan
+    initc[1::7] = -math.inf
+    for op, (excl, rev), c, rs, dt in itertools.product(EXT, FLAGS, (None, initc), (rc, rrow), (f32, torch.float64)):
+        got = call_reset(op, xc.to(dt).to(device), 0, excl, rev, None if c is None else c.to(dt).to(device),
+                         rs.to(device))
+        ref = seq_reference(op, xc.to(dt), 0, excl, rev, None if c is None else c.to(dt), rs.expand(60, 37))
+        assert_result(op, got, ref, dt, 60, f"{op} columns NaN/inf/ties excl={excl} rev={rev} "
+                      f"init={c is not None} bcast={rs.shape[1] == 1} {dt}")
 
 
 @pytest.mark.parametrize("device", DEVICES)
