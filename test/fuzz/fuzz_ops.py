@@ -21,8 +21,9 @@ references (this file; the tolerances follow test/python/reference.py's analysis
   * that no input, nor any byte of the storage under it, was modified;
   * sometimes: the same bits at another CPU thread count (run to run on CUDA), the reverse
     flag against a flipped input, the Meta kernel's shape, dtype and strides, an inclusive
-    scan continued from an initial state, and a segmented scan (`reset=`) cut at a random
-    position against the references of its two segments.
+    scan continued from an initial state, a segmented scan (`reset=`) cut at a random
+    position against the references of its two segments, and the offsets form
+    (`segment_<op>`, the scan dim moved first) cut into random segments against theirs.
 
 Usage (the library: $SCANOPS_LIBRARY, else `import scanops` from python/, which finds
 build/libscanops.so):
@@ -781,6 +782,7 @@ def check_valid(c: dict, device: str):
             compare(c, rf.flip(d), exp[0], exp[1], exp[2], "result (flipped input, reverse toggled)")
     check_continuation(c, x, mask, a, exp, outs)
     check_segments(c, x, mask, a)
+    check_jagged(c, x, mask, a)
     if c["meta_check"]:
         def meta(t):
             return None if t is None else torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device="meta")
@@ -889,6 +891,54 @@ def check_segments(c: dict, x, mask, a):
     if indexed:
         wi = torch.cat([torch.where(e[3] >= 0, e[3] + s, e[3]) for e, (s, _m) in zip(refs, pieces)], d)
         compare(c, got[1], wi, None, i64, f"indices of a segmented scan (reset at {k})")
+
+
+def check_jagged(c: dict, x, mask, a):
+    """The offsets form (`segment_<op>`, about one valid case in four): the scan dim moved to
+    dim 0 and cut into 1-6 segments at random offsets (empty segments too; int64 or int32
+    offsets) must give, on each segment, what the reference of that piece gives; cummax /
+    cummin indices count from the segment's start."""
+    rng = random.Random(c["layout_seed"] ^ 0x1A66)
+    if x.dim() == 0 or rng.random() > 0.25:
+        return
+    d = c["dim"] % x.dim()
+    n = x.shape[d]
+    full = lambda t: None if t is None else t.expand(x.shape).movedim(d, 0)  # noqa: E731
+    xv, mv, av = x.movedim(d, 0), full(mask), full(a)
+    cuts = sorted(rng.randint(0, n) for _ in range(rng.randint(0, 5)))
+    bounds = [0] + cuts + [n]
+    offsets = torch.tensor(bounds, dtype=rng.choice((i64, torch.int32)), device=x.device)
+    op = c["op"]
+    kw = dict(exclusive=c["exclusive"], reverse=c["reverse"])
+    if c["dtype_arg"] is not None:
+        kw["dtype"] = c["dtype_arg"]
+    f = getattr(torch.ops.scanops, "segment_" + op)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        if op == "masked_cumsum":
+            got = f(xv, mv, offsets, **kw)
+        elif op == "linear_recurrence":
+            got = f(av, xv, offsets, **kw)
+        else:
+            got = f(xv, offsets, **kw)
+    c0 = dict(c, dim=0)
+    part = lambda t, s, m: None if t is None else t.narrow(0, s, m)  # noqa: E731
+    pieces = [(s, e - s) for s, e in zip(bounds[:-1], bounds[1:]) if e > s]
+    indexed = op in ("cummax", "cummin")
+    v = got[0] if indexed else got
+    if not pieces:
+        if v.shape != xv.shape:
+            raise CaseFailure(f"offsets form with no rows: shape {tuple(v.shape)}, expected {tuple(xv.shape)}")
+        return
+    refs = [reference(c0, part(xv, s, m), part(mv, s, m), part(av, s, m)) for s, m in pieces]
+    want = torch.cat([e[0] for e in refs], 0)
+    tols = [e[1] for e in refs]
+    tol = None if any(t is None for t in tols) else torch.cat(
+        [t.expand(e[0].shape) for t, e in zip(tols, refs)], 0)
+    compare(c, v, want, tol, refs[0][2], f"values of the offsets form (offsets {bounds})")
+    if indexed:
+        compare(c, got[1], torch.cat([e[3] for e in refs], 0), None, i64,
+                f"indices of the offsets form (offsets {bounds})")
 
 
 UNSUPPORTED = [d for d in (getattr(torch, n, None) for n in ("uint16", "uint32", "uint64", "float8_e4m3fn",
