@@ -402,6 +402,26 @@ static void seg_col(const SegCols<T>& p, bool rev, bool excl, bool write, int64_
 // its index -1 does in ExtremumCombine::combine. A selection rounds nothing: the bits are
 // the generic walk's. mi is the state's own index (-1 identity, -2 an initial value, else
 // the position); outputs write index(): -1 for both.
+// The step of the cummax / cummin walks (rows, and the columns' tails): element x at position
+// l with head flag h, from the state (m, mi); its outputs at *ov / *oi (exclusive: the state
+// before the step, inclusive: after). A head restarts at the element, else the later element
+// wins on >= / <= and a NaN wins and stays; mi < 0 (the identity, an initial value) writes -1.
+template <class T, bool kMax, bool kExcl, bool kWrite>
+static SCANOPS_AI void ext_step(T x, bool h, int64_t l, T idv, T& m, int64_t& mi, T* ov, int64_t* oi) {
+  if constexpr (kWrite && kExcl) {
+    *ov = h ? idv : m;
+    *oi = h || mi < 0 ? -1 : mi;
+  }
+  if (h || x != x || (m == m && (kMax ? x >= m : x <= m))) {
+    m = x;
+    mi = l;
+  }
+  if constexpr (kWrite && !kExcl) {
+    *ov = m;
+    *oi = mi < 0 ? -1 : mi;
+  }
+}
+
 template <class T, bool kMax, bool kRev, bool kExcl, bool kWrite>
 static void seg_ext_row_impl(const T* in, T* out, int64_t* idx, const bool* rs, int64_t n, int64_t k0, int64_t k1,
                              bool first_head, T& m, int64_t& mi, bool& head) {
@@ -409,20 +429,8 @@ static void seg_ext_row_impl(const T* in, T* out, int64_t* idx, const bool* rs, 
   const T idv = kMax ? -std::numeric_limits<T>::infinity() : std::numeric_limits<T>::infinity();
   auto step = [&](int64_t k, bool h) SCANOPS_AIL {
     const int64_t l = kRev ? n - 1 - k : k;
-    const T x = in[l];
-    if constexpr (kWrite && kExcl) {
-      out[l] = h ? idv : m;
-      idx[l] = h || mi < 0 ? -1 : mi;
-    }
-    if (h || x != x || (m == m && (kMax ? x >= m : x <= m))) {
-      m = x;
-      mi = l;
-    }
+    ext_step<T, kMax, kExcl, kWrite>(in[l], h, l, idv, m, mi, out + l, idx + l);
     head = head || h;
-    if constexpr (kWrite && !kExcl) {
-      out[l] = m;
-      idx[l] = mi < 0 ? -1 : mi;
-    }
   };
   int64_t k = k0;
   if (k == 0 && k < k1) step(k++, first_head);
@@ -536,22 +544,8 @@ static void seg_ext_col_impl(const T* in, T* out, int64_t* idx, const bool* rs, 
     }
     for (; j < w; ++j) {
       const bool h = bcast ? hb : r[j];
-      const T xv = x[j];
-      T& m = M[j];
-      int64_t& mi = I[j];
-      if constexpr (kWrite && kExcl) {
-        o[j] = h ? idv : m;
-        oi[j] = h || mi < 0 ? -1 : mi;
-      }
-      if (h || xv != xv || (m == m && (kMax ? xv >= m : xv <= m))) {
-        m = xv;
-        mi = l;
-      }
+      ext_step<T, kMax, kExcl, kWrite>(x[j], h, l, idv, M[j], I[j], o + j, oi + j);
       Hd[j] = Hd[j] || h;
-      if constexpr (kWrite && !kExcl) {
-        o[j] = m;
-        oi[j] = mi < 0 ? -1 : mi;
-      }
     }
   }
 }
