@@ -375,33 +375,15 @@ static void seg_col(const SegCols<T>& p, bool rev, bool excl, bool write, int64_
     seg_col_impl<Op, T, decltype(M)::value, decltype(E)::value, decltype(W)::value>(p, rev, w, k0, k1, first_head,
                                                                                    L, H);
   };
-  using F = std::false_type;
-  using Tr = std::true_type;
-  auto with_m = [&](auto E, auto W) {
+  // (rev is a run-time argument of the column walk: the flags' helper with rev = false)
+  with_rew(false, excl, write, [&](auto, auto E, auto W) {
     if constexpr (std::is_same_v<Op, SumOp>) {
-      if (p.mask != nullptr) return go(Tr{}, E, W);
+      if (p.mask != nullptr) return go(std::true_type{}, E, W);
     }
-    go(F{}, E, W);
-  };
-  auto with_e = [&](auto W) {
-    if constexpr (decltype(W)::value) {
-      if (excl) return with_m(Tr{}, W);
-    }
-    with_m(F{}, W);
-  };
-  write ? with_e(Tr{}) : with_e(F{});
+    go(std::false_type{}, E, W);
+  });
 }
 
-// ---- cummax / cummin rows (float32 / float64) ----------------------------------------------
-// ext_row_impl's walk (scan_cpu_avx2.h) with heads: a group of one vector (8 floats / 4
-// doubles) with no head (its flag bytes read as one word) and no element winning against
-// the running (m, mi) writes (m, mi) to every position with broadcast stores (random data:
-// nearly every group); any other group walks its elements one at a time: a head restarts
-// the state at the element, else torch's rule (later wins on >= / <=, NaN wins and stays).
-// The rule is read on values: the identity's value (-inf / +inf) loses to every element, as
-// its index -1 does in ExtremumCombine::combine. A selection rounds nothing: the bits are
-// the generic walk's. mi is the state's own index (-1 identity, -2 an initial value, else
-// the position); outputs write index(): -1 for both.
 // The step of the cummax / cummin walks (rows, and the columns' tails): element x at position
 // l with head flag h, from the state (m, mi); its outputs at *ov / *oi (exclusive: the state
 // before the step, inclusive: after). A head restarts at the element, else the later element
@@ -422,6 +404,16 @@ static SCANOPS_AI void ext_step(T x, bool h, int64_t l, T idv, T& m, int64_t& mi
   }
 }
 
+// ---- cummax / cummin rows (float32 / float64) ----------------------------------------------
+// ext_row_impl's walk (scan_cpu_avx2.h) with heads: a group of one vector (8 floats / 4
+// doubles) with no head (its flag bytes read as one word) and no element winning against
+// the running (m, mi) writes (m, mi) to every position with broadcast stores (random data:
+// nearly every group); any other group walks its elements one at a time: a head restarts
+// the state at the element, else torch's rule (later wins on >= / <=, NaN wins and stays).
+// The rule is read on values: the identity's value (-inf / +inf) loses to every element, as
+// its index -1 does in ExtremumCombine::combine. A selection rounds nothing: the bits are
+// the generic walk's. mi is the state's own index (-1 identity, -2 an initial value, else
+// the position); outputs write index(): -1 for both.
 template <class T, bool kMax, bool kRev, bool kExcl, bool kWrite>
 static void seg_ext_row_impl(const T* in, T* out, int64_t* idx, const bool* rs, int64_t n, int64_t k0, int64_t k1,
                              bool first_head, T& m, int64_t& mi, bool& head) {
@@ -554,12 +546,11 @@ template <class T, bool kMax>
 static void seg_ext_col(const T* in, T* out, int64_t* idx, const bool* rs, int64_t n, int64_t inner, int64_t rsl,
                         int64_t rsi, bool rev, bool excl, bool write, int64_t w, int64_t k0, int64_t k1,
                         bool first_head, T* M, int64_t* I, bool* Hd) {
-  auto go = [&](auto E, auto Wr) {
+  // (rev is a run-time argument of the column walk: the flags' helper with rev = false)
+  with_rew(false, excl, write, [&](auto, auto E, auto Wr) {
     seg_ext_col_impl<T, kMax, decltype(E)::value, decltype(Wr)::value>(in, out, idx, rs, n, inner, rsl, rsi, rev, w,
                                                                        k0, k1, first_head, M, I, Hd);
-  };
-  if (!write) return go(std::false_type{}, std::false_type{});
-  excl ? go(std::true_type{}, std::true_type{}) : go(std::false_type{}, std::true_type{});
+  });
 }
 
 // ---- logcumsumexp rows -----------------------------------------------------------------------
