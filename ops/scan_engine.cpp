@@ -51,7 +51,7 @@ std::atomic<const Backend*> g_cuda_backend{nullptr};
 // The CPU back end: its capabilities are its own (scan_cpu_caps); the engine converts the rest
 // (today: companions materialised, input scaling, epilogue and shifts done around the scan).
 const Backend& cpu_backend() {
-  static const Backend b{&scan_cpu, scan_cpu_caps()};
+  static const Backend b{&scan_cpu, scan_cpu_caps(), &jagged_offsets_cpu};
   return b;
 }
 
@@ -62,6 +62,16 @@ void register_cuda_backend(const Backend& backend) {
   g_cuda_backend.store(&g_cuda);
 }
 const Backend* cuda_backend() { return g_cuda_backend.load(); }
+const Backend* backend_of(c10::DeviceType device) {
+  switch (device) {
+    case c10::DeviceType::CPU:
+      return &cpu_backend();
+    case c10::DeviceType::CUDA:
+      return cuda_backend();
+    default:
+      return nullptr;
+  }
+}
 
 at::ScalarType result_dtype(const ScanSpec& spec, at::ScalarType self_dtype,
                             std::optional<at::ScalarType> dtype, const char* self_name) {

@@ -189,9 +189,17 @@ struct BackendCaps {
   bool (*shift_mul)(const ScanProblem&) = nullptr;
 };
 using BackendFn = void (*)(const ScanProblem&);
+// The jagged form's offsets (registration/segments.cpp: _segment_heads, _segment_offsets) in
+// one pass over them on their device: offsets contiguous int64 or int32, B + 1 >= 1 entries.
+// Returns false (outputs unspecified) unless they start at 0, end at total and never decrease
+// (the caller then names the fault); else writes what is asked: heads (bool (total)) true at
+// each offsets[b] < total and false elsewhere, as_long (int64 (B + 1)) the offsets.
+using JaggedOffsetsFn = bool (*)(const at::Tensor& offsets, int64_t total, at::Tensor* heads,
+                                 at::Tensor* as_long);
 struct Backend {
   BackendFn run = nullptr;
   BackendCaps caps;
+  JaggedOffsetsFn jagged_offsets = nullptr;  // nullptr: the generic ATen composition
 };
 
 // Whether a combine kind produces a second (int64 indices) output.
@@ -271,7 +279,11 @@ std::tuple<at::Tensor, at::Tensor> scan_meta_indexed(const ScanSpec& spec,
 // built with CUDA (see ops/cuda/), so that the host code has no CUDA dependency.
 void scan_cpu(const ScanProblem& p);
 BackendCaps scan_cpu_caps();  // what the CPU back end takes as is (ops/cpu/scan_cpu.cpp)
+bool jagged_offsets_cpu(const at::Tensor& offsets, int64_t total, at::Tensor* heads,
+                        at::Tensor* as_long);  // JaggedOffsetsFn (ops/cpu/scan_cpu_segmented.cpp)
 void register_cuda_backend(const Backend& backend);
 const Backend* cuda_backend();  // nullptr if the library was built without CUDA
+// The back end of a device type: nullptr where there is none (CUDA without the CUDA back end).
+const Backend* backend_of(c10::DeviceType device);
 
 }  // namespace scanops

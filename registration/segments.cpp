@@ -12,16 +12,17 @@
 //                    result out of it (two more passes over the data)
 // cummax / cummin indices count from each segment's start (the reset form's count along the
 // whole line, less the segment's first position).
-// The offsets are checked by _segment_offsets (errors name the op): on a CUDA device that
-// reads three flags back to the host (one synchronisation); the data scan itself does not.
-// Without initial the mask comes from _segment_heads (the check and the mask in one op; on
-// the CPU the back end's segment_heads, no int64 copy).
+// The offsets are checked by _segment_offsets (errors name the op) in the back end's one pass
+// over them (Backend::jagged_offsets): on a CUDA device that reads one fault word back to the
+// host (one synchronisation, so that no scan indexes by bad offsets); the data scan itself
+// does not. Without initial the mask comes from _segment_heads (the check and the mask in
+// the same pass, no int64 copy).
 #include <ATen/ATen.h>
 #include <torch/library.h>
 
 #include <string>
 
-#include "ops/cpu/scan_cpu.h"
+#include "ops/scan_engine.h"
 #include "scanops/scanops.h"
 
 namespace scanops::jagged {
@@ -54,26 +55,52 @@ at::Tensor segment_offsets_meta(const at::Tensor& offsets, c10::SymInt, c10::str
                         at::MemoryFormat::Contiguous);
 }
 
-// _segment_heads: the reset form's mask of checked offsets, bool (total), true at each
-// nonempty segment's first row (offsets[b] < total), without the int64 copy. CPU: the back
-// end's segment_heads (ops/cpu/scan_cpu_segmented.cpp: one pass over short segments' offsets,
-// rows split for long ones, huge pages); where it rejects the offsets, _segment_offsets names
-// the fault. Other devices: _segment_offsets, then the mask by index_fill.
-at::Tensor segment_heads_cpu(const at::Tensor& offsets, c10::SymInt total_sym, c10::string_view op) {
+// The back end's JaggedOffsetsFn for the offsets' device, or nullptr (the generic ATen
+// composition then).
+const Backend* jagged_backend(const at::Tensor& offsets) {
+  const Backend* b = backend_of(offsets.device().type());
+  return b != nullptr && b->jagged_offsets != nullptr ? b : nullptr;
+}
+
+// _segment_offsets: offsets as a new contiguous int64 tensor, checked against total. The back
+// end's one pass (CPU, CUDA: one kernel and one read of its fault word back to the host);
+// where it rejects the offsets, the generic check names the fault.
+at::Tensor segment_offsets_checked(const at::Tensor& offsets, c10::SymInt total_sym,
+                                   c10::string_view op) {
+  const Backend* b = jagged_backend(offsets);
+  if (b == nullptr) return segment_offsets(offsets, total_sym, op);
   const int64_t total = total_sym.guard_int(__FILE__, __LINE__);
-  at::Tensor r = at::empty({total}, offsets.options().dtype(at::kBool));
-  if (!scanops::cpu::segment_heads(offsets.contiguous(), total, r)) {
+  at::Tensor r = at::empty({offsets.numel()}, offsets.options().dtype(at::kLong));
+  if (!b->jagged_offsets(offsets.contiguous(), total, nullptr, &r)) {
     segment_offsets(offsets, total_sym, op);  // throws the error that names the fault
-    TORCH_CHECK(false, op, ": internal error: offsets rejected without a message");
+    TORCH_CHECK(false, std::string(op), ": internal error: offsets rejected without a message");
   }
   return r;
 }
+
+// _segment_heads: the reset form's mask of checked offsets, bool (total), true at each
+// nonempty segment's first row (offsets[b] < total), without the int64 copy: the back end's
+// one pass (CPU: ops/cpu/scan_cpu_segmented.cpp's segment_heads, rows split for long segments,
+// huge pages; CUDA: jagged_offsets.cu); where it rejects the offsets, _segment_offsets names
+// the fault. Elsewhere: _segment_offsets, then the mask by index_fill.
 at::Tensor segment_heads_generic(const at::Tensor& offsets, c10::SymInt total, c10::string_view op) {
   const at::Tensor o = segment_offsets(offsets, total, op);
   const c10::SymInt B = o.sym_size(0) - 1;
   at::Tensor r = at::zeros_symint({total + 1}, o.options().dtype(at::kBool));
   r = at::index_fill(r, 0, o.narrow_symint(0, 0, B), true);
   return r.narrow_symint(0, 0, total);
+}
+at::Tensor segment_heads_checked(const at::Tensor& offsets, c10::SymInt total_sym,
+                                 c10::string_view op) {
+  const Backend* b = jagged_backend(offsets);
+  if (b == nullptr) return segment_heads_generic(offsets, total_sym, op);
+  const int64_t total = total_sym.guard_int(__FILE__, __LINE__);
+  at::Tensor r = at::empty({total}, offsets.options().dtype(at::kBool));
+  if (!b->jagged_offsets(offsets.contiguous(), total, &r, nullptr)) {
+    segment_offsets(offsets, total_sym, op);  // throws the error that names the fault
+    TORCH_CHECK(false, std::string(op), ": internal error: offsets rejected without a message");
+  }
+  return r;
 }
 at::Tensor segment_heads_meta(const at::Tensor& offsets, c10::SymInt total, c10::string_view) {
   return at::empty_symint({total}, offsets.options().dtype(at::kBool));
@@ -365,12 +392,12 @@ TORCH_LIBRARY_IMPL(scanops, CompositeImplicitAutograd, m) {
   m.impl("segment_cummin", &scanops::jagged::segment_cummin);
 }
 TORCH_LIBRARY_IMPL(scanops, CPU, m) {
-  m.impl("_segment_offsets", &scanops::jagged::segment_offsets);
-  m.impl("_segment_heads", &scanops::jagged::segment_heads_cpu);
+  m.impl("_segment_offsets", &scanops::jagged::segment_offsets_checked);
+  m.impl("_segment_heads", &scanops::jagged::segment_heads_checked);
 }
 TORCH_LIBRARY_IMPL(scanops, CUDA, m) {
-  m.impl("_segment_offsets", &scanops::jagged::segment_offsets);
-  m.impl("_segment_heads", &scanops::jagged::segment_heads_generic);
+  m.impl("_segment_offsets", &scanops::jagged::segment_offsets_checked);
+  m.impl("_segment_heads", &scanops::jagged::segment_heads_checked);
 }
 TORCH_LIBRARY_IMPL(scanops, Meta, m) {
   m.impl("_segment_offsets", &scanops::jagged::segment_offsets_meta);

@@ -497,3 +497,34 @@ bool segment_heads(const at::Tensor& offsets, int64_t total, const at::Tensor& h
 }
 
 }  // namespace scanops::cpu
+
+namespace scanops {
+// The CPU back end's JaggedOffsetsFn: heads by cpu::segment_heads (which checks the offsets);
+// as_long by one pass that checks and widens (int32 offsets; int64 ones are copied).
+bool jagged_offsets_cpu(const at::Tensor& offsets, int64_t total, at::Tensor* heads,
+                        at::Tensor* as_long) {
+  if (heads != nullptr && !cpu::segment_heads(offsets, total, *heads)) return false;
+  if (as_long == nullptr) return true;
+  bool result = true;
+  AT_DISPATCH_INDEX_TYPES(offsets.scalar_type(), "scanops::_segment_offsets", [&] {
+    const index_t* p = offsets.const_data_ptr<index_t>();
+    int64_t* q = as_long->mutable_data_ptr<int64_t>();
+    const int64_t n = offsets.numel();  // B + 1 >= 1
+    if (p[0] != 0 || static_cast<int64_t>(p[n - 1]) != total) {
+      result = false;
+      return;
+    }
+    std::atomic<bool> ok{true};
+    at::parallel_for(0, n, int64_t(1) << 16, [&](int64_t b0, int64_t b1) {
+      bool good = true;
+      for (int64_t b = b0; b < b1; ++b) {
+        q[b] = p[b];
+        if (b > 0) good &= p[b - 1] <= p[b];
+      }
+      if (!good) ok.store(false, std::memory_order_relaxed);
+    });
+    result = ok.load();
+  });
+  return result;
+}
+}  // namespace scanops

@@ -6,6 +6,7 @@
 
 #include <ATen/cuda/CUDAContext.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/zeros.h>
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
@@ -13,6 +14,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "ops/cuda/jagged_offsets.h"
 #include "ops/cuda/segmented.h"
 #include "ops/dispatch.h"
 
@@ -127,6 +129,33 @@ struct CudaRunner {
 void scan_cuda(const ScanProblem& p) { dispatch_scan<cuda::CudaRunner>(p); }
 
 namespace {
+// JaggedOffsetsFn: the check and the outputs in one kernel (jagged_offsets.cu) and one read
+// of its fault word back to the host, the only synchronisation of the jagged form (the scan
+// must not start from offsets that would index out of its tensors).
+bool jagged_offsets_cuda(const at::Tensor& offsets, int64_t total, at::Tensor* heads,
+                         at::Tensor* as_long) {
+  const c10::cuda::CUDAGuard guard(offsets.device());
+  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream().stream();
+  const at::Tensor bad = at::zeros({1}, offsets.options().dtype(at::kInt));
+  if (heads != nullptr && total > 0) {
+    C10_CUDA_CHECK(cudaMemsetAsync(heads->mutable_data_ptr(), 0, static_cast<size_t>(total), stream));
+  }
+  const cuda::JaggedOffsetsArgs a{
+      offsets.const_data_ptr(),
+      offsets.scalar_type() == at::kInt,
+      offsets.numel(),
+      total,
+      heads != nullptr ? heads->mutable_data_ptr<bool>() : nullptr,
+      as_long != nullptr ? as_long->mutable_data_ptr<int64_t>() : nullptr,
+      reinterpret_cast<unsigned*>(bad.mutable_data_ptr<int>()),
+      stream,
+      at::cuda::getDeviceProperties(offsets.device().index())->multiProcessorCount};
+  cuda::launch_jagged_offsets(a);
+  return bad.item<int>() == 0;
+}
+}  // namespace
+
+namespace {
 // The CUDA kernels read broadcast companions in place (CompanionIndex), fuse the input scaling
 // and the epilogue into their loads and stores, read mul one position on in the row
 // kernels of linear recurrences whose coefficients and mul are dense (MulNextSink), and start
@@ -140,7 +169,8 @@ bool cuda_shift_mul(const ScanProblem& p) {
     (register_cuda_backend(Backend{&scan_cuda, BackendCaps{/*broadcast_in_place=*/true,
                                                            /*fused_epilogue=*/true,
                                                            /*line_state=*/true,
-                                                           /*segments=*/true, &cuda_shift_mul}}),
+                                                           /*segments=*/true, &cuda_shift_mul},
+                                       &jagged_offsets_cuda}),
      true);
 }  // namespace
 

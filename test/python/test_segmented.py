@@ -1428,10 +1428,15 @@ def test_bad_offsets(op, device):
            t([0.0, 2.0, 7.0], f32), t([[0, 2, 7]]), t([], i64), t([3])]
     if device == "cuda":
         bad.append(torch.tensor([0, 2, 7]))  # another device
-    for offs, via in itertools.product(bad, ("ops", "wrapper")):
+    bad += [t([0, 4, 2, 7], torch.int32), t([1, 7], torch.int32)]
+    # without initial the offsets are checked with the reset mask (_segment_heads), with an
+    # initial value (a scalar broadcast to any B) as the joined form's int64 offsets
+    for offs, via, c in itertools.product(bad, ("ops", "wrapper"), (None, t(0.0, f32))):
+        if c is not None and (offs.dtype not in (i64, torch.int32) or offs.device != v.device):
+            continue
         before_v, before_o = v.clone(), offs.clone()
         with pytest.raises((RuntimeError, ValueError)) as e:
-            call_segment(op, v, offs, mask=mask, a=a, via=via)
+            call_segment(op, v, offs, initial=c, mask=mask, a=a, via=via)
         msg = str(e.value)
         assert f"scanops.segment_{op}" in msg and "offsets" in msg, (offs, msg)
         assert torch.equal(v, before_v) and torch.equal(offs, before_o)
@@ -1486,8 +1491,9 @@ def test_heads_exact_cpu(seed):
 @pytest.mark.parametrize("device", DEVICES)
 def test_segment_heads(device):
     """_segment_heads (the offsets form's reset mask without initial) equals the mask built by
-    index_fill, for int64 and int32 offsets with empty segments, at 1 and 2 threads; its
-    errors are _segment_offsets'; opcheck."""
+    index_fill, and _segment_offsets (the checked int64 offsets, with initial) the offsets,
+    for int64 and int32 offsets with empty segments, at 1 and 2 threads (CUDA: more entries
+    than one pass of the kernel's grid); both reject bad offsets naming the fault; opcheck."""
     gen = torch.Generator().manual_seed(3)
     threads = torch.get_num_threads()
     try:
@@ -1495,7 +1501,9 @@ def test_segment_heads(device):
                      torch.tensor([0, 0, 5, 0]), torch.tensor([], dtype=i64),
                      torch.tensor([300_000]), torch.randint(0, 3000, (300,), generator=gen),
                      # long segments (the CPU splits the rows: 1 MiB tasks), several tasks
-                     torch.randint(0, 40_000, (200,), generator=gen)):
+                     torch.randint(0, 40_000, (200,), generator=gen),
+                     # more entries than the CUDA kernel's grid takes in one pass (H100: 2^19)
+                     torch.randint(0, 3, (1_200_000,), generator=gen)):
             offs = torch.cat([torch.zeros(1, dtype=i64), lens.cumsum(0)]).to(device)
             total = int(offs[-1])
             ref = torch.zeros(total + 1, dtype=b8, device=device)
@@ -1505,11 +1513,18 @@ def test_segment_heads(device):
                 torch.set_num_threads(nt)
                 got = sops()._segment_heads(offs.to(dt), total, "scanops.x")
                 assert got.dtype == b8 and torch.equal(got, ref), (dt, nt, lens[:8])
+                got = sops()._segment_offsets(offs.to(dt), total, "scanops.x")
+                assert got.dtype == i64 and torch.equal(got, offs), (dt, nt, lens[:8])
     finally:
         torch.set_num_threads(threads)
-    for bad in ([1, 3, 7], [0, 4, 2, 7], [0, 2, 6], [0, -1, 7]):
-        with pytest.raises(RuntimeError, match="scanops.x: argument 'offsets' must"):
-            sops()._segment_heads(torch.tensor(bad, device=device), 7, "scanops.x")
+    for bad, fault in (([1, 3, 7], "start at 0"), ([0, 4, 2, 7], "be non-decreasing"),
+                       ([0, 2, 6], "end at"), ([0, -1, 7], "be non-decreasing"), ([3], "start at 0"),
+                       ([0, 2, 9], "end at")):
+        for dt, which in itertools.product((i64, torch.int32), ("_segment_heads", "_segment_offsets")):
+            offs = torch.tensor(bad, device=device, dtype=dt)
+            with pytest.raises(RuntimeError, match=f"scanops.x: argument 'offsets' must {fault}"):
+                getattr(sops(), which)(offs, 7, "scanops.x")
+            assert torch.equal(offs.cpu(), torch.tensor(bad, dtype=dt))
     # a decrease (or a row out of range) among long segments, and in a later task of many
     # short ones (the CPU checks each task's offsets before it writes)
     short = torch.arange(100_001)
@@ -1519,13 +1534,15 @@ def test_segment_heads(device):
         for nt in (1, 2):
             torch.set_num_threads(nt)
             try:
-                with pytest.raises(RuntimeError, match="scanops.x: argument 'offsets' must be non-decreasing"):
-                    sops()._segment_heads(torch.as_tensor(bad).to(device), total, "scanops.x")
+                for which in ("_segment_heads", "_segment_offsets"):
+                    with pytest.raises(RuntimeError, match="scanops.x: argument 'offsets' must be non-decreasing"):
+                        getattr(sops(), which)(torch.as_tensor(bad).to(device), total, "scanops.x")
             finally:
                 torch.set_num_threads(threads)
-    torch.library.opcheck(sops()._segment_heads.default,
-                          (torch.tensor([0, 2, 2, 7], device=device), 7, "scanops.x"),
-                          raise_exception=True)
+    for which in ("_segment_heads", "_segment_offsets"):
+        torch.library.opcheck(getattr(sops(), which).default,
+                              (torch.tensor([0, 2, 2, 7], device=device), 7, "scanops.x"),
+                              raise_exception=True)
 
 
 # ================================================================================================
