@@ -2,10 +2,11 @@
 // mask or their int64 form, in one pass over them (jagged_offsets.h; the host side is
 // scan_cuda.cpp's jagged_offsets_cuda).
 //
-// Why a kernel of its own: the ATen composition it replaces (a copy to int64, three
-// comparisons stacked, index_fill into zeros) read the offsets five times and the int64 copy
-// twice; for 2^28 length-1 segments that was ~3.6 ms of the jagged cumsum's 4.4 ms on the
-// H100, whose scan itself takes 0.86 ms (docs/benchmarks/segmented-2026-11-27.md).
+// Why a kernel of its own: the ATen composition it replaces (a copy to int64, two comparisons
+// of neighbours and two of the ends stacked and read back, index_fill into zeros) wrote an
+// int64 copy of the offsets and read it three more times; for 2^28 length-1 segments the
+// jagged cumsum took 4.4 ms on the H100 where the reset form's scan takes 0.86 ms; on an H200
+// this kernel took it from 3.40 to 1.85 ms (docs/benchmarks/segmented-2026-11-27.md).
 #include "ops/cuda/jagged_offsets.h"
 
 #include <c10/cuda/CUDAException.h>
