@@ -93,8 +93,9 @@ struct SegRunner {
     if constexpr (kVecExt) {  // rows and columns
       if (!use_avx2()) return false;
       return a.inner == 1 ? a.reset_at.sl == 1 : (a.reset_at.si == 0 || a.reset_at.si == 1);
-    } else if constexpr (kVecLse) {
-      return use_avx2() && a.inner == 1 && a.reset_at.sl == 1;
+    } else if constexpr (kVecLse) {  // rows and columns
+      if (!use_avx2()) return false;
+      return a.inner == 1 ? a.reset_at.sl == 1 : (a.reset_at.si == 0 || a.reset_at.si == 1);
     } else if constexpr (!kVec) {
       return false;
     } else {
@@ -158,6 +159,24 @@ struct SegRunner {
       for (int64_t j = 0; j < w; ++j) {
         r[j].s.v = M[j];
         r[j].s.i = I[j];
+        r[j].head = Hd[j];
+      }
+    }
+    if constexpr (kVecLse) {
+      const int64_t w = i1 - i0;
+      double S[kColumns];
+      bool Hd[kColumns];
+      for (int64_t j = 0; j < w; ++j) {
+        S[j] = r[j].s;
+        Hd[j] = r[j].head;
+      }
+      const int64_t base = o * a.length * a.inner + i0;
+      avx2::seg_lse_col<in_t, kColumns>(a.input + base, a.values + base,
+                                        a.reset + o * a.reset_at.so + i0 * a.reset_at.si, a.length, a.inner,
+                                        a.reset_at.sl, a.reset_at.si, a.reverse, a.exclusive, kWrite, w, k0, k1,
+                                        a.initial == nullptr, S, Hd);
+      for (int64_t j = 0; j < w; ++j) {
+        r[j].s = S[j];
         r[j].head = Hd[j];
       }
     }

@@ -1,6 +1,7 @@
 // scanops: AVX2 + FMA kernels of the CPU segmented scans (scan_cpu_segmented.cpp): Sum, Prod
 // and Affine over float32 / float64 inputs, float64 lanes (float32 accumulates in float64, as
-// the generic walk and the unsegmented kernels do).
+// the generic walk and the unsegmented kernels do); cummax / cummin and logcumsumexp rows and
+// columns (their sections below).
 //
 // Included by scan_cpu_segmented.cpp only, after scan_cpu_kernels.h (this uses
 // scan_cpu_avx2.h's vector states, lane shifts, loads and stores) and inside a
@@ -696,6 +697,133 @@ static void seg_lse_row(const T* in, T* out, const bool* rs, int64_t n, bool rev
                                                                                     first_head, s, head);
   };
   with_rew(rev, excl, write, go);
+}
+
+// ---- logcumsumexp columns (float32 / float64) ------------------------------------------------
+// The unsegmented column walk's update (scan_cpu_lse_avx2.h's lse_col_tile: the state (m, t) of
+// a column a lane, a = exp(-|x - m|), t' = t + a, or a t + a where x > m) with the rows' head
+// rule lane-wise: at a head the lane restarts at the element, m = x (-inf for a NaN x) and
+// t = -0.0 (NaN for a NaN x), so its value m + log1p(t) is x bit for bit. The exps and
+// log1ps of up to 8 vectors of a row run in lockstep. The states enter from the walk's values
+// as (v, -0.0) ((-inf, NaN) for a NaN v) and leave as m + log1p(t), as the rows' kernel's; the
+// calls' position ranges are the shape's (unit chunks), so the bits do not depend on the
+// threads. Lm / Lt: the states of w columns, padded to a multiple of 4. Hd (w flags) or's the
+// heads of a walk without outputs (a chunk's total).
+template <class T, bool kExcl, bool kWrite, int V>
+static SCANOPS_AI void seg_lse_col_batch(const T* x, T* o, const bool* r, bool bcast, bool hb, int64_t c0, int64_t w,
+                                         double* Lm, double* Lt, bool* Hd) {
+  const __m256d ninf = _mm256_set1_pd(-__builtin_inf());
+  const __m256d nz = _mm256_set1_pd(-0.0);
+  const __m256d hv = _mm256_castsi256_pd(_mm256_set1_epi64x(hb ? -1 : 0));
+  __m256d xv[V], h[V], m[V], t[V], d[V], gt[V], nan[V], M[V];
+#pragma GCC unroll 8
+  for (int v = 0; v < V; ++v) {
+    const int64_t c = c0 + 4 * v, rc = std::min<int64_t>(4, w - c);
+    if (rc == 4) {
+      xv[v] = load4(x + c);
+      h[v] = bcast ? hv : seg_mask4(seg_load32(r + c));
+    } else {  // the last, partial vector: its other lanes read 0 and no head, not written
+      T xb[4] = {0, 0, 0, 0};
+      std::memcpy(xb, x + c, static_cast<size_t>(rc) * sizeof(T));
+      xv[v] = load4(xb);
+      if (bcast) {
+        h[v] = hv;
+      } else {
+        uint8_t b[4] = {0, 0, 0, 0};
+        for (int64_t q = 0; q < rc; ++q) b[q] = r[c + q];
+        uint32_t wd;
+        std::memcpy(&wd, b, 4);
+        h[v] = seg_mask4(wd);
+      }
+    }
+    m[v] = _mm256_loadu_pd(Lm + c);
+    t[v] = _mm256_loadu_pd(Lt + c);
+    nan[v] = _mm256_cmp_pd(xv[v], xv[v], _CMP_UNORD_Q);
+    const __m256d xs = _mm256_blendv_pd(xv[v], ninf, nan[v]);
+    const __m256d mx = _mm256_max_pd(xs, m[v]);
+    d[v] = lse_factor_arg(xv[v], xs, nan[v], m[v], mx, gt[v]);
+    M[v] = _mm256_blendv_pd(mx, xs, h[v]);
+  }
+  lse_expv<V>(d);
+  __m256d ot[V];  // the outputs' t: after the element, or before it (exclusive)
+#pragma GCC unroll 8
+  for (int v = 0; v < V; ++v) {
+    const int64_t c = c0 + 4 * v;
+    __m256d tn = _mm256_blendv_pd(_mm256_add_pd(t[v], d[v]), _mm256_fmadd_pd(d[v], t[v], d[v]), gt[v]);
+    tn = _mm256_blendv_pd(tn, _mm256_blendv_pd(nz, xv[v], nan[v]), h[v]);
+    ot[v] = kExcl ? t[v] : tn;
+    _mm256_storeu_pd(Lm + c, M[v]);
+    _mm256_storeu_pd(Lt + c, tn);
+    if constexpr (!kWrite) {
+      const int hm = _mm256_movemask_pd(h[v]);
+      if (hm != 0) {
+        const int64_t rc = std::min<int64_t>(4, w - c);
+        for (int64_t q = 0; q < rc; ++q) Hd[c + q] = Hd[c + q] || ((hm >> q) & 1);
+      }
+    }
+  }
+  if constexpr (kWrite) {
+    lse_log1pv<V>(ot);
+#pragma GCC unroll 8
+    for (int v = 0; v < V; ++v) {
+      const int64_t c = c0 + 4 * v, rc = std::min<int64_t>(4, w - c);
+      __m256d y = _mm256_add_pd(kExcl ? m[v] : M[v], ot[v]);
+      if constexpr (kExcl) y = _mm256_blendv_pd(y, ninf, h[v]);  // exclusive: -inf at a head
+      if (rc == 4) {
+        store4<false>(o + c, y);
+      } else {
+        T yb[4];
+        store4<false>(yb, y);
+        std::memcpy(o + c, yb, static_cast<size_t>(rc) * sizeof(T));
+      }
+    }
+  }
+}
+
+template <class T, bool kExcl, bool kWrite>
+static void seg_lse_col_impl(const T* in, T* out, const bool* rs, int64_t n, int64_t inner, int64_t rsl, int64_t rsi,
+                             bool rev, int64_t w, int64_t k0, int64_t k1, bool first_head, double* Lm, double* Lt,
+                             bool* Hd) {
+  const int64_t nv = (w + 3) / 4;
+  for (int64_t k = k0; k < k1; ++k) {
+    const int64_t l = rev ? n - 1 - k : k;
+    const T* x = in + l * inner;
+    T* o = out + l * inner;
+    const bool* r = rs + (rev ? l + 1 : l) * rsl;  // position 0: first_head instead
+    const bool first = k == 0;
+    const bool bcast = first || rsi == 0;
+    const bool hb = first ? first_head : (bcast ? r[0] : false);
+    int64_t v = 0;
+    for (; v + 8 <= nv; v += 8) seg_lse_col_batch<T, kExcl, kWrite, 8>(x, o, r, bcast, hb, 4 * v, w, Lm, Lt, Hd);
+    switch (nv - v) {  // the vectors left, in one batch
+      case 1: seg_lse_col_batch<T, kExcl, kWrite, 1>(x, o, r, bcast, hb, 4 * v, w, Lm, Lt, Hd); break;
+      case 2: seg_lse_col_batch<T, kExcl, kWrite, 2>(x, o, r, bcast, hb, 4 * v, w, Lm, Lt, Hd); break;
+      case 3: seg_lse_col_batch<T, kExcl, kWrite, 3>(x, o, r, bcast, hb, 4 * v, w, Lm, Lt, Hd); break;
+      case 4: seg_lse_col_batch<T, kExcl, kWrite, 4>(x, o, r, bcast, hb, 4 * v, w, Lm, Lt, Hd); break;
+      case 5: seg_lse_col_batch<T, kExcl, kWrite, 5>(x, o, r, bcast, hb, 4 * v, w, Lm, Lt, Hd); break;
+      case 6: seg_lse_col_batch<T, kExcl, kWrite, 6>(x, o, r, bcast, hb, 4 * v, w, Lm, Lt, Hd); break;
+      case 7: seg_lse_col_batch<T, kExcl, kWrite, 7>(x, o, r, bcast, hb, 4 * v, w, Lm, Lt, Hd); break;
+      default: break;
+    }
+  }
+}
+
+// S: the w columns' values (kMaxCols at most), in and out.
+template <class T, int kMaxCols>
+static void seg_lse_col(const T* in, T* out, const bool* rs, int64_t n, int64_t inner, int64_t rsl, int64_t rsi,
+                        bool rev, bool excl, bool write, int64_t w, int64_t k0, int64_t k1, bool first_head, double* S,
+                        bool* Hd) {
+  alignas(32) double Lm[kMaxCols + 4], Lt[kMaxCols + 4];
+  for (int64_t j = 0; j < w; ++j) {  // (v, -0.0), or (-inf, NaN) for a NaN v
+    Lm[j] = S[j] != S[j] ? -__builtin_inf() : S[j];
+    Lt[j] = S[j] != S[j] ? S[j] : -0.0;
+  }
+  for (int64_t j = w; j < kMaxCols + 4; ++j) Lm[j] = Lt[j] = 0.0;
+  with_rew(false, excl, write, [&](auto, auto E, auto Wr) {
+    seg_lse_col_impl<T, decltype(E)::value, decltype(Wr)::value>(in, out, rs, n, inner, rsl, rsi, rev, w, k0, k1,
+                                                                 first_head, Lm, Lt, Hd);
+  });
+  for (int64_t j = 0; j < w; ++j) S[j] = _mm256_cvtsd_f64(lse_value(_mm256_set1_pd(Lm[j]), _mm256_set1_pd(Lt[j])));
 }
 
 #undef SCANOPS_AI
