@@ -90,10 +90,7 @@ struct SegRunner {
   // unsegmented kernels' dispatch) and the companions are read with unit strides (rows: along
   // the length; columns: across them, the reset flags also broadcast); else the generic walk.
   static bool vec_ok(const Args& a) {
-    if constexpr (kVecExt) {  // rows and columns
-      if (!use_avx2()) return false;
-      return a.inner == 1 ? a.reset_at.sl == 1 : (a.reset_at.si == 0 || a.reset_at.si == 1);
-    } else if constexpr (kVecLse) {  // rows and columns
+    if constexpr (kVecExt || kVecLse) {  // rows and columns, no mask or coefficients
       if (!use_avx2()) return false;
       return a.inner == 1 ? a.reset_at.sl == 1 : (a.reset_at.si == 0 || a.reset_at.si == 1);
     } else if constexpr (!kVec) {
