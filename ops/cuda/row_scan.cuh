@@ -33,47 +33,6 @@
 
 namespace scanops::cuda {
 
-// The carries of a scan: the totals of runs of elements (a thread's run in a tile, a chunk
-// of a column) and everything folded from them across threads, tiles and chunks (block
-// scans, look-backs, the scan of chunk totals), as distinct from the per-element walk that
-// rescans a run from its carry. Carry<Combine>::type is the combine they accumulate in,
-// widen() lifts a state into it and narrow() rounds a carry back for the rescan.
-// Invariant: a kernel reduces its runs with Carry's combine (each element widened) and
-// rescans each run in Combine's own state_t from narrow(carry); so a float32 linear
-// recurrence is accurate to the sequential float32 chain of at most one run from a carry
-// that is itself rounded once from float64.
-// Float32 affine maps (linear_recurrence of float32 / float16 / bfloat16) carry in float64:
-// products of float32 coefficients just below 1, 1 - k 2^-24, drop their positive term
-// k m 2^-48 at every rounding while it is under half an ulp, so every run's product is biased
-// low and the bias compounds along the chain of carries. Measured: fuzz seed 101 case 12366
-// ((98303, 5) along dim 0, the three passes, |a| in (exp(-4e-5), 1)), max error 0.054 against
-// a float64 reference where a sequential float32 loop has 0.0023; a numpy emulation of the
-// kernels' association (2^20 elements, a = exp(-U(0, 4e-5))): float32 runs of 32 / 16 / 8
-// 25x / 12x / 6x the loop's error, float32 runs with float64 carries no better, float64 runs
-// and carries 0.1x. Every other combine carries in itself.
-template <class Combine>
-struct Carry {
-  using type = Combine;
-  using state_t = typename Combine::state_t;
-  static constexpr bool kWide = false;
-  static __host__ __device__ __forceinline__ state_t widen(const state_t& s) { return s; }
-  static __host__ __device__ __forceinline__ state_t narrow(const state_t& s) { return s; }
-};
-template <>
-struct Carry<AffineCombine<float>> {
-  using type = AffineCombine<double>;
-  using state_t = AffineState<double>;
-  static constexpr bool kWide = true;
-  static __host__ __device__ __forceinline__ state_t widen(const AffineState<float>& s) {
-    return {static_cast<double>(s.a), static_cast<double>(s.b)};
-  }
-  static __host__ __device__ __forceinline__ AffineState<float> narrow(const state_t& s) {
-    return {static_cast<float>(s.a), static_cast<float>(s.b)};
-  }
-};
-template <class Combine>
-using carry_combine_t = typename Carry<Combine>::type;
-
 // The chunk prefixes of a look-back line (row_scan_kernel's look-back mode): Carry's, except
 // float32 logcumsumexp (float16 / bfloat16 too, which accumulate in float32), whose chunk
 // prefixes are float64 values (LseChainCombine). Each chunk then starts from its prefix

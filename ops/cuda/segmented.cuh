@@ -31,6 +31,11 @@
 // which elements are combined in which order depends only on the shape and the SM count
 // (the chunking), never on timing.
 //
+// Carries (Carry, common.cuh): column chunk totals and their scan, the row tiles' thread
+// folds, block scans, tile-to-tile states and look-back states are in carry_combine_t<C>
+// (float64 for float32 linear recurrences); each thread or chunk rescans its elements in C
+// from its carry rounded once (Carry::narrow). For every other combine the two are one.
+//
 // Column chunk totals start from their first element, not from identity() combined with it
 // (which is not exact for every combine: 0.0 + -0.0 is 0.0), so a chunk boundary changes the
 // association of a floating fold but never adds an operand. The row tiles combine identity()
@@ -73,6 +78,28 @@ constexpr int kColumnBytes = 64;
 
 template <class C, class in_t, class out_t>
 using Args = SegmentedArgs<C, in_t, out_t>;
+
+// A carry with its head flag (Carry's combine), and the conversions from and to SegState<C>.
+template <class C>
+using WideSeg = SegState<carry_combine_t<C>>;
+// (The state itself where the two combines are one: the same machine code as before
+// Carry, not a field-by-field copy that the compiler schedules differently.)
+template <class C>
+__device__ __forceinline__ WideSeg<C> widen_seg(const SegState<C>& v) {
+  if constexpr (Carry<C>::kWide) {
+    return {Carry<C>::widen(v.s), v.head};
+  } else {
+    return v;
+  }
+}
+template <class C>
+__device__ __forceinline__ SegState<C> narrow_seg(const WideSeg<C>& v) {
+  if constexpr (Carry<C>::kWide) {
+    return {Carry<C>::narrow(v.s), v.head};
+  } else {
+    return v;
+  }
+}
 
 // Element access by offsets the kernels step along (no multiplications per element):
 // e the element's dense offset, l its position along the line (indexed combines), the
@@ -149,13 +176,25 @@ __device__ __forceinline__ void apply(const Args<C, in_t, out_t>& a, int64_t e,
   if (kWrite && !a.exclusive) write_at(a, e, r.s);
 }
 
+// apply<false> in Carry's combine: the element widened, then folded into a carry.
+template <class C>
+__device__ __forceinline__ void fold_wide(const typename C::state_t& x, bool h, WideSeg<C>& r) {
+  const auto w = Carry<C>::widen(x);
+  if (h) {
+    r.s = w;
+    r.head = true;
+  } else {
+    r.s = carry_combine_t<C>::combine(r.s, w);
+  }
+}
+
 // SegmentedArgs::walk over scan positions [k0, k1) of line (o, i), `at` the offsets of
 // position k0 and `d` their step from one scan position to the next; K elements are loaded
 // (lifted, tested for heads) before any is taken in: K loads in flight per thread, not one.
-template <bool kWrite, class C, class in_t, class out_t>
+// kWrite: writes each result, r a SegState<C>; else folds into r, a carry (WideSeg<C>).
+template <bool kWrite, class C, class in_t, class out_t, class R>
 __device__ __forceinline__ void walk_batched(const Args<C, in_t, out_t>& a, int64_t k0,
-                                             int64_t k1, Offsets at, const Offsets& d,
-                                             SegState<C>& r) {
+                                             int64_t k1, Offsets at, const Offsets& d, R& r) {
   using state_t = typename C::state_t;
   constexpr int K = items<C, kColumnBytes>();
   for (int64_t k = k0; k < k1; k += K) {
@@ -174,7 +213,11 @@ __device__ __forceinline__ void walk_batched(const Args<C, in_t, out_t>& a, int6
 #pragma unroll
     for (int t = 0; t < K; ++t) {
       if (t < n) {
-        apply<kWrite>(a, e, x[t], h[t], r);
+        if constexpr (kWrite) {
+          apply<true>(a, e, x[t], h[t], r);
+        } else {
+          fold_wide<C>(x[t], h[t], r);
+        }
         e += d.e;
       }
     }
@@ -184,12 +227,13 @@ __device__ __forceinline__ void walk_batched(const Args<C, in_t, out_t>& a, int6
 // ---- columns (inner > 1): a thread per (o, chunk, i) -------------------------------------
 
 // Thread g = (o * chunks + c) * inner + i walks positions [c * chunk_len, ...) of line (o, i).
-// kWrite false: writes the chunk's total to totals[g] (from its first element). kWrite true:
-// walks from carries[g] (nullptr: whole lines, from line_start) and writes.
+// kWrite false: writes the chunk's total to totals[g] (from its first element, in Carry's
+// combine). kWrite true: walks from carries[g] rounded (nullptr: whole lines, from
+// line_start) and writes.
 template <bool kWrite, class C, class in_t, class out_t>
 __global__ void __launch_bounds__(kColumnThreads, kColumnBlocksPerSM)
     columns_kernel(const Args<C, in_t, out_t> a, int64_t chunks, int64_t chunk_len,
-                   SegState<C>* totals, const SegState<C>* carries) {
+                   WideSeg<C>* totals, const WideSeg<C>* carries) {
   const int64_t n = a.outer * chunks * a.inner;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t g = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; g < n;
@@ -209,10 +253,11 @@ __global__ void __launch_bounds__(kColumnThreads, kColumnBlocksPerSM)
     d.coeff = dir * a.coeff_at.sl;
     const Offsets at = offsets_of(a, o, a.pos(k0), i);
     if constexpr (kWrite) {
-      SegState<C> r = carries != nullptr ? carries[g] : a.line_start(o, i);
+      SegState<C> r = carries != nullptr ? narrow_seg<C>(carries[g]) : a.line_start(o, i);
       walk_batched<true>(a, k0, k1, at, d, r);
     } else {
-      SegState<C> r{lift_at(a, at), k0 == 0 ? a.initial == nullptr : a.reset[at.reset]};
+      WideSeg<C> r{Carry<C>::widen(lift_at(a, at)),
+                   k0 == 0 ? a.initial == nullptr : a.reset[at.reset]};
       Offsets next = at;
       step_offsets<C>(next, d);
       walk_batched<false>(a, k0 + 1, k1, next, d, r);
@@ -225,12 +270,13 @@ __global__ void __launch_bounds__(kColumnThreads, kColumnBlocksPerSM)
 
 // The totals of line g = o * inner + i sit at t[(o * chunks + c) * inner + i], c = 0 ..
 // chunks - 1; afterwards t holds the carries: carry_0 = the line's start, carry_{c+1} =
-// combine(carry_c, total_c).
+// combine(carry_c, total_c). All in Carry's combine (W below: SegState<W> = WideSeg<C>).
 
 // Totals are read kCarryBatch at a time, all loads issued before the first combine.
 constexpr int kCarryBatch = 4;
 
-// The fold of totals c0 .. c1 - 1 of a line (c0 < c1), t[at(c)] being chunk c's.
+// The fold of totals c0 .. c1 - 1 of a line (c0 < c1), t[at(c)] being chunk c's (C: here the
+// carries' combine).
 template <class C, class At>
 __device__ __forceinline__ SegState<C> fold_run(const SegState<C>* t, const At& at, int64_t c0,
                                                 int64_t c1) {
@@ -272,7 +318,7 @@ __device__ __forceinline__ void rescan_run(SegState<C>* t, const At& at, int64_t
 // A thread per line (few chunks a line).
 template <class C, class in_t, class out_t>
 __global__ void __launch_bounds__(kCarryThreads)
-    carries_serial_kernel(const Args<C, in_t, out_t> a, SegState<C>* t, int64_t lines,
+    carries_serial_kernel(const Args<C, in_t, out_t> a, WideSeg<C>* t, int64_t lines,
                           int64_t chunks, int64_t inner) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t g = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; g < lines;
@@ -280,7 +326,7 @@ __global__ void __launch_bounds__(kCarryThreads)
     const int64_t o = g / inner;
     const int64_t i = g - o * inner;
     const auto at = [&](int64_t c) { return (o * chunks + c) * inner + i; };
-    rescan_run(t, at, 0, chunks, a.line_start(o, i));
+    rescan_run(t, at, 0, chunks, widen_seg<C>(a.line_start(o, i)));
   }
 }
 
@@ -288,9 +334,10 @@ __global__ void __launch_bounds__(kCarryThreads)
 // the state before it, the thread rewrites its run as carries.
 template <class C, class in_t, class out_t>
 __global__ void __launch_bounds__(kCarryThreads)
-    carries_block_kernel(const Args<C, in_t, out_t> a, SegState<C>* t, int64_t lines,
+    carries_block_kernel(const Args<C, in_t, out_t> a, WideSeg<C>* t, int64_t lines,
                          int64_t chunks, int64_t inner) {
-  using SC = SegmentedCombine<C>;
+  using seg_t = WideSeg<C>;
+  using SC = SegmentedCombine<carry_combine_t<C>>;
   using Scan = BlockScan<SC, kCarryThreads>;
   __shared__ typename Scan::Storage storage;
   const int64_t per = ceil_div(chunks, kCarryThreads);
@@ -302,18 +349,18 @@ __global__ void __launch_bounds__(kCarryThreads)
     const auto at = [&](int64_t c) { return (o * chunks + c) * inner + i; };
     // Threads past the last chunk hold identity(): they follow every thread that has
     // chunks, so no carry depends on them.
-    const SegState<C> agg = c0 < c1 ? fold_run(t, at, c0, c1) : SC::identity();
-    const SegState<C> start = a.line_start(o, i);
-    SegState<C> total;
-    const SegState<C> r = Scan::exclusive_scan(
-        storage, false, agg, [&](const SegState<C>&) { return start; }, total);
+    const seg_t agg = c0 < c1 ? fold_run(t, at, c0, c1) : SC::identity();
+    const seg_t start = widen_seg<C>(a.line_start(o, i));
+    seg_t total;
+    const seg_t r = Scan::exclusive_scan(
+        storage, false, agg, [&](const seg_t&) { return start; }, total);
     rescan_run(t, at, c0, c1, r);
     __syncthreads();  // the storage is reused by the next line
   }
 }
 
 template <class C, class in_t, class out_t>
-void launch_carries(const Args<C, in_t, out_t>& a, const LaunchContext& ctx, SegState<C>* t,
+void launch_carries(const Args<C, in_t, out_t>& a, const LaunchContext& ctx, WideSeg<C>* t,
                     int64_t lines, int64_t chunks, int64_t inner) {
   if (chunks <= kSerialCarries) {
     carries_serial_kernel<C, in_t, out_t>
@@ -345,11 +392,11 @@ void launch_columns(const Args<C, in_t, out_t>& a, const LaunchContext& ctx) {
     C10_CUDA_KERNEL_LAUNCH_CHECK();
     return;
   }
-  SegState<C>* t = scratch_states<SegState<C>>(ctx, threads);
+  WideSeg<C>* t = scratch_states<WideSeg<C>>(ctx, threads);
   // Zeroed first: the totals are stored field by field where the compiler splits the store,
   // and loaded whole by the carry pass, whose loads then read padding bytes (a state and a
   // bool) that nothing wrote (compute-sanitizer initcheck reported them; never used as values).
-  C10_CUDA_CHECK(cudaMemsetAsync(t, 0, threads * static_cast<int64_t>(sizeof(SegState<C>)),
+  C10_CUDA_CHECK(cudaMemsetAsync(t, 0, threads * static_cast<int64_t>(sizeof(WideSeg<C>)),
                                  ctx.stream));
   columns_kernel<false, C, in_t, out_t><<<grid, kColumnThreads, 0, ctx.stream>>>(
       a, chunks, chunk_len, t, nullptr);
@@ -518,13 +565,18 @@ __device__ __forceinline__ bool byte_set(const bool* p, int64_t i) {
 template <class C, class in_t, class out_t, int K>
 struct Tile {
   using state_t = typename C::state_t;
-  using seg_t = SegState<C>;
-  using SC = SegmentedCombine<C>;
+  // The carries (Carry): thread folds, the block scan, the reduce's warp folds and the
+  // states from tile to tile are in W; each thread rescans its items in C.
+  using CW = Carry<C>;
+  using W = typename CW::type;
+  using carry_t = typename W::state_t;
+  using seg_t = SegState<W>;
+  using SC = SegmentedCombine<W>;
   using E = elem_t<C, in_t>;
   using Sink = OutputSink<C, out_t>;
   using lowered_t = typename Sink::lowered_t;
   using P = Params<C, in_t, out_t>;
-  using Scan = BlockScan<C, kThreads>;
+  using Scan = BlockScan<W, kThreads>;
   static constexpr int kWarpItems = kWarpSize * K;
   static constexpr int kTile = kThreads * K;
   static constexpr int kSlots = kWarpItems + kWarpItems / kWarpSize;
@@ -646,18 +698,18 @@ struct Tile {
   }
 
   // The fold of the items from their last head (all of them if none), and whether they hold
-  // a head. A row start with an initial value starts its row from start(initial): the fold
-  // from that head is prefixed with it (the rows of the row starts are j_first, j_first +- 1,
-  // ... in scan order).
+  // a head, in W (each item widened). A row start with an initial value starts its row from
+  // start(initial): the fold from that head is prefixed with it (the rows of the row starts
+  // are j_first, j_first +- 1, ... in scan order).
   static __device__ __forceinline__ seg_t fold(const P& p, const E (&h)[K], const Items& it) {
     int64_t pos = it.l0;
-    auto w = Walk<C>::begin(lift(h[0], it.keep & 1u, pos));
+    auto w = Walk<W>::begin(CW::widen(lift(h[0], it.keep & 1u, pos)));
 #pragma unroll
     for (int k = 1; k < K; ++k) {
       if constexpr (C::indexed) pos = next_pos(p, pos);
-      const state_t x = lift(h[k], (it.keep >> k) & 1u, pos);
+      const carry_t x = CW::widen(lift(h[k], (it.keep >> k) & 1u, pos));
       if ((it.heads >> k) & 1u) {
-        w = Walk<C>::begin(x);
+        w = Walk<W>::begin(x);
       } else {
         w.push(x);
       }
@@ -667,7 +719,7 @@ struct Tile {
       const int last = 31 - __clz(static_cast<int>(it.heads));
       if ((it.row_heads >> last) & 1u) {
         const int64_t row = it.j_first + (p.reverse ? -1 : 1) * (__popc(it.row_heads) - 1);
-        r.s = C::combine(p.dst.line_start(row), r.s);
+        r.s = W::combine(CW::widen(p.dst.line_start(row)), r.s);
       }
     }
     return r;
@@ -756,10 +808,10 @@ struct Tile {
   }
 
   // Scans the tile [lo, lo + nt) from `carry` (the state before it; unused where the tile's
-  // first element is a head), writes the results and returns the state after the tile.
-  // Block-wide.
-  static __device__ __forceinline__ state_t scan(Storage& st, const P& p, int64_t lo, int nt,
-                                                 const state_t& carry) {
+  // first element is a head), writes the results and returns the state after the tile (both
+  // carries). Block-wide.
+  static __device__ __forceinline__ carry_t scan(Storage& st, const P& p, int64_t lo, int nt,
+                                                 const carry_t& carry) {
     const int lane = threadIdx.x % kWarpSize;
     const int warp = threadIdx.x / kWarpSize;
     const int tid = threadIdx.x;
@@ -827,9 +879,9 @@ struct Tile {
     for (int k = 0; k < K; ++k) h[k] = xb[slot(lane * K + k)];
     // (items past the tile's end: kept 0, so identity(); no head)
     const seg_t mine = fold(p, h, it);
-    state_t total;
-    const state_t before = Scan::exclusive_scan(
-        st.scan, mine.head, mine.s, [&](const state_t&) { return carry; }, total);
+    carry_t total;
+    const state_t before = CW::narrow(Scan::exclusive_scan(
+        st.scan, mine.head, mine.s, [&](const carry_t&) { return carry; }, total));
 
     // The rescan from `before`, results into the buffer (the block scan's barriers ordered
     // the reads of the held elements before these writes), then striped stores.
@@ -973,15 +1025,15 @@ __device__ __forceinline__ SegState<C> look_back(const Status<C>& s, SegState<C>
 template <class C, class in_t, class out_t>
 __global__ void __launch_bounds__(kThreads, min_blocks<C>())
     flat_kernel(const __grid_constant__ Params<C, in_t, out_t> p,
-                const __grid_constant__ Status<C> s) {
+                const __grid_constant__ Status<carry_combine_t<C>> s) {
   constexpr int K = items<C, in_t, out_t>();
   using T = Tile<C, in_t, out_t, K>;
-  using state_t = typename C::state_t;
-  using seg_t = SegState<C>;
-  using SC = SegmentedCombine<C>;
+  using W = typename T::W;  // the carries' combine (chunk states and look-back too)
+  using carry_t = typename T::carry_t;
+  using seg_t = typename T::seg_t;
   __shared__ typename T::Storage storage;
   __shared__ RawArray<seg_t, kHistory> hist;
-  __shared__ RawArray<state_t, 1> carry_slot;
+  __shared__ RawArray<carry_t, 1> carry_slot;
   __shared__ int64_t next_chunk;
   constexpr int64_t kTile = T::kTile;
 
@@ -1015,11 +1067,11 @@ __global__ void __launch_bounds__(kThreads, min_blocks<C>())
       lead = p.reverse ? l == p.length - 1 : l == 0;
       if (!lead) lead = byte_set(p.reset, p.reverse ? e + 1 : e);
     }
-    state_t carry = C::identity();
+    carry_t carry = W::identity();
     if (!lead) {
       const seg_t agg = T::reduce(storage, p, a, b - a, p.chunk_tiles);
       if (threadIdx.x < kWarpSize) {
-        const seg_t prefix = look_back(s, &hist[0], c, agg);
+        const seg_t prefix = look_back<W>(s, &hist[0], c, agg);
         if (threadIdx.x == 0) carry_slot[0] = prefix.s;
       }
       __syncthreads();
@@ -1112,10 +1164,11 @@ void launch(const Args<C, in_t, out_t>& a, const LaunchContext& ctx) {
   if (p.narrow) p.by_length = FastDiv32(static_cast<uint32_t>(a.length));
   p.exclusive = a.exclusive;
   p.reverse = a.reverse;
-  Status<C> s{};
+  using W = carry_combine_t<C>;  // the look-back's states (Carry)
+  Status<W> s{};
   unsigned grid = 1;
   if (p.chunks > 1) {
-    if constexpr (kPacked<C>) {
+    if constexpr (kPacked<W>) {
       const int64_t bytes = 16 + 8 * p.chunks;  // the counter, then a word per chunk
       auto* base = static_cast<unsigned char*>(ctx.scratch->allocate(bytes));
       C10_CUDA_CHECK(cudaMemsetAsync(base, 0, bytes, ctx.stream));
@@ -1127,8 +1180,8 @@ void launch(const Args<C, in_t, out_t>& a, const LaunchContext& ctx) {
       C10_CUDA_CHECK(cudaMemsetAsync(base, 0, bytes, ctx.stream));
       s.counter = reinterpret_cast<unsigned long long*>(base);
       s.flags = reinterpret_cast<unsigned*>(base + 16);
-      s.aggregate = scratch_states<SegState<C>>(ctx, p.chunks);
-      s.inclusive = scratch_states<SegState<C>>(ctx, p.chunks);
+      s.aggregate = scratch_states<SegState<W>>(ctx, p.chunks);
+      s.inclusive = scratch_states<SegState<W>>(ctx, p.chunks);
     }
     // One block per resident slot (they take chunks from the counter until none is left).
     static const int per_sm = [] {
