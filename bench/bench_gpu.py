@@ -193,6 +193,11 @@ def workloads(quick):
     add("(8, 32768, 4096) dim 1", (8, 32768 // q, 4096), 1, cs(1), tcs(1))
     add("(2^22, 64) dim 0", ((1 << 22) // q, 64), 0, cs(0), tcs(0))
     add("(2^24, 8) dim 0", ((1 << 24) // q, 8), 0, cs(0), tcs(0))
+    # Narrow columns (2-8: rows of lanes, ops/cuda/lanes_scan.cuh). torch's eager cumsum
+    # takes ~2 s a call on these (one thread a column): one timing a round.
+    add("(2^25, 2) dim 0", ((1 << 25) // q, 2), 0, cs(0), tcs(0))
+    add("(2^24, 4) dim 0", ((1 << 24) // q, 4), 0, cs(0), tcs(0))
+    add("(4, 2^22, 4) dim 1", (4, (1 << 22) // q, 4), 1, cs(1), tcs(1))
     add("(2^20, 512) dim 0", ((1 << 20) // q, 512), 0, cs(0), tcs(0))
     add("(2^21, 128) dim 0", ((1 << 21) // q, 128), 0, cs(0), tcs(0))
     add("(4, 2^20, 64) dim 1", (4, (1 << 20) // q, 64), 1, cs(1), tcs(1))

@@ -9,6 +9,8 @@
 //                                look-back (each chunk is reduced, then rescanned)
 //     one such line of a dense floating sum, forward: CCCL's DeviceScan (cub_line_scan.h),
 //                                with an initial value too (read on the device by CUB)
+//   2 <= inner <= 7, few lines, floating sums / products without mask or epilogue:
+//                              rows of `inner` lanes -> scan_rows (lanes_scan.cuh)
 //   inner > 1                  columns -> scan_columns (column_scan.cuh):
 //     >= 2048 columns per SM     a thread per column walks it, one launch
 //     fewer, >= 4 bands of vectors  vector column tiles chained by look-back, one launch
@@ -23,6 +25,7 @@
 
 #include "ops/cuda/column_scan.cuh"
 #include "ops/cuda/cub_line_scan.h"
+#include "ops/cuda/lanes_scan.cuh"
 #include "ops/cuda/row_scan.cuh"
 
 namespace scanops::cuda {
@@ -62,6 +65,17 @@ bool takes_cub_line(const DeviceProblem& p) {
   } else {
     return false;
   }
+}
+
+// Narrow columns scanned as rows of lanes (lanes_scan.cuh): 2..kMaxLanes columns, no mask,
+// companion or fused epilogue, and few lines (where scan_columns would take its tiles or three
+// passes; with at least col_whole_columns_per_sm lines per SM a thread per column walks it).
+template <class Combine>
+bool takes_lanes(const DeviceProblem& p) {
+  return p.inner >= 2 && p.inner <= kMaxLanes && p.mask == nullptr && p.add == nullptr &&
+         p.mul == nullptr && p.mul_mask == nullptr && !p.scale_input && !p.shift_mul &&
+         p.indices == nullptr && p.length > 1 &&
+         p.outer * p.inner < p.ctx.sms * col_whole_columns_per_sm<Combine>();
 }
 
 template <class Combine, class in_t, class out_t, bool kBroadcast>
@@ -134,6 +148,9 @@ void launch_by_shape(const DeviceProblem& p) {
                    p.length, p.flags.exclusive, static_cast<const out_t*>(p.initial));
       return;
     }
+  }
+  if constexpr (!kBroadcast && kLanesCompiled<Combine, in_t, out_t>) {
+    if (takes_lanes<Combine>(p) && scan_lanes<Combine, in_t, out_t>(p)) return;
   }
   if (p.inner == 1) {
     scan_rows<Combine>(p.ctx, src, dst, p.outer, p.length, p.flags);

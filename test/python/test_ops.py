@@ -585,6 +585,34 @@ def test_cuda_big_noncontiguous(layout, seed):
             check_op(op, dim, False, True, **operands)
 
 
+# 2-8 columns along a long dim: rows of lanes (ops/cuda/lanes_scan.cuh) for floating sums and
+# products, one line (look-back chunks), a few lines, short lines (packed rows).
+NARROW_SHAPES = [((300_001, 2), 0), ((200_003, 3), 0), ((150_000, 4), 0), ((100_001, 5), 0),
+                 ((90_000, 6), 0), ((80_001, 7), 0), ((70_000, 8), 0), ((3, 50_001, 4), 1),
+                 ((5, 30_000, 3), 1), ((2000, 9, 6), 1)]
+
+
+@needs_cuda
+@pytest.mark.parametrize("op,dtype", [("cumsum", f32), ("cumsum", f64), ("cumsum", f16),
+                                      ("cumsum", bf16), ("cumprod", f32), ("cumprod", f64)],
+                         ids=lambda v: v if isinstance(v, str) else dtype_id(v))
+@pytest.mark.parametrize("shape,dim", NARROW_SHAPES, ids=[f"{'x'.join(map(str, s))}-d{d}" for s, d in NARROW_SHAPES])
+def test_cuda_narrow_columns(shape, dim, op, dtype, seed):
+    """Every flag against the float64 reference, the same bits run to run; the same columns
+    at an element offset (rows not aligned to their vector: the column kernels) to the same
+    tolerance."""
+    gen = make_gen(seed, "cuda")
+    operands = make_operands(op, shape, dim, dtype, "cuda", gen)
+    x = operands["x"]
+    flat = torch.empty(x.numel() + 1, dtype=dtype, device="cuda")
+    shifted = flat[1:].view(x.shape)
+    shifted.copy_(x)
+    for e, r in FLAGS:
+        got = check_op(op, dim, e, r, **operands)
+        assert same_bits(call(op, dim, e, r, x=x), got), "not reproducible"
+        check_op(op, dim, e, r, x=shifted)
+
+
 @needs_cuda
 @pytest.mark.parametrize("dtype", [f32, f64, f16, bf16], ids=_id)
 @pytest.mark.parametrize("exclusive", [False, True], ids=["incl", "excl"])
