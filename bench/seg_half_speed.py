@@ -50,3 +50,7 @@ for dt in (torch.float16, torch.bfloat16, torch.float32):
         cases.append(("cumsum rows (N,) no reset", lambda: scanops.cumsum(x, 0)))
     for name, f in cases:
         print(f"{tag}\tt{nt}\t{str(dt)[6:]}\t{name}\t{best(f):.2f}", flush=True)
+xi = torch.randint(-1000, 1000, (N // 64, 64), generator=g)
+for name, f in (("cumsum reset cols (N/64, 64) dim 0", lambda: scanops.cumsum(xi, 0, reset=r2)),
+                ("segment_cumsum (N/64, 64)", lambda: scanops.segment_cumsum(xi, offsets))):
+    print(f"{tag}\tt{nt}\tint64\t{name}\t{best(f):.2f}", flush=True)
