@@ -1,7 +1,11 @@
 // scanops: AVX2 + FMA kernels of the CPU segmented scans (scan_cpu_segmented.cpp): Sum, Prod
 // and Affine over float32 / float64 inputs, float64 lanes (float32 accumulates in float64, as
 // the generic walk and the unsegmented kernels do); cummax / cummin and logcumsumexp rows and
-// columns (their sections below).
+// columns (their sections below). Float16 / bfloat16 take the same kernels through the
+// conversions below (F16C: the region's target includes it), but for rows of sums, products
+// and linear recurrences: float16 ones walk in the generic walk's order (seg_row_seq),
+// bfloat16 ones keep the generic walk (scan_cpu_segmented.cpp, kVecRows); int64 sums take the
+// column kernel in int64 lanes.
 //
 // Included by scan_cpu_segmented.cpp only, after scan_cpu_kernels.h (this uses
 // scan_cpu_avx2.h's vector states, lane shifts, loads and stores) and inside a
@@ -35,6 +39,93 @@ namespace avx2 {
 
 #define SCANOPS_AI inline __attribute__((always_inline))
 #define SCANOPS_AIL __attribute__((always_inline))
+
+// ---- float16 / bfloat16 loads and stores -------------------------------------------------------
+// The conversions of c10::Half / c10::BFloat16, bit for bit, as the generic walk makes them: a
+// load lifts the element to float (exact; F16C for half, quieting a signaling NaN as c10's
+// conversion does; a 16-bit shift for bfloat16) and then to float64; a store rounds the float64
+// value to float and then to the 16-bit type (static_cast<out_t>(double) is Half(float(v)) /
+// BFloat16(float(v)): two roundings, the same here). Half rounds to nearest even (F16C, its
+// immediate: not MXCSR) and every NaN is stored as sign | 0x7E00 (c10's software conversion,
+// which this library's translation units use: no -mf16c; F16C keeps the payload's top bits);
+// bfloat16 rounds as c10::detail::round_to_nearest_even (the bias 0x7FFF plus the kept lowest
+// bit) and every NaN is stored as 0x7FC0 (its sign dropped, as there). The float16 forms need
+// F16C (the region's target; the caller checks the CPU flag: use_f16c, scan_cpu_segmented.cpp).
+static SCANOPS_AI __m128 f32x4(const c10::Half* p) {
+  return _mm_cvtph_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+}
+static SCANOPS_AI __m128 f32x4(const c10::BFloat16* p) {
+  const __m128i u = _mm_cvtepu16_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+  return _mm_castsi128_ps(_mm_slli_epi32(u, 16));
+}
+static SCANOPS_AI float f32_of(c10::Half v) { return _cvtsh_ss(v.x); }
+static SCANOPS_AI float f32_of(c10::BFloat16 v) {
+  const uint32_t u = uint32_t(v.x) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+// 4 floats to 4 16-bit values (the low 64 bits)
+static SCANOPS_AI __m128i bits16x4(__m128 f, const c10::Half*) {
+  const __m128i h = _mm_cvtps_ph(f, _MM_FROUND_TO_NEAREST_INT);
+  const __m128i nan = _mm_cmpgt_epi16(_mm_and_si128(h, _mm_set1_epi16(0x7FFF)), _mm_set1_epi16(0x7C00));
+  const __m128i canon = _mm_or_si128(_mm_and_si128(h, _mm_set1_epi16(int16_t(0x8000))), _mm_set1_epi16(0x7E00));
+  return _mm_blendv_epi8(h, canon, nan);
+}
+static SCANOPS_AI __m128i bits16x4(__m128 f, const c10::BFloat16*) {
+  const __m128i u = _mm_castps_si128(f);
+  const __m128i bias = _mm_add_epi32(_mm_and_si128(_mm_srli_epi32(u, 16), _mm_set1_epi32(1)), _mm_set1_epi32(0x7FFF));
+  __m128i r = _mm_srli_epi32(_mm_add_epi32(u, bias), 16);
+  r = _mm_blendv_epi8(r, _mm_set1_epi32(0x7FC0), _mm_castps_si128(_mm_cmp_ps(f, f, _CMP_UNORD_Q)));
+  return _mm_packus_epi32(r, r);  // (values 0 .. 0xFFFF: no saturation)
+}
+static SCANOPS_AI uint16_t bits16(float f, const c10::Half*) {
+  uint16_t h = _cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT);
+  if ((h & 0x7FFF) > 0x7C00) h = static_cast<uint16_t>((h & 0x8000) | 0x7E00);
+  return h;
+}
+static SCANOPS_AI uint16_t bits16(float f, const c10::BFloat16*) {
+  if (f != f) return 0x7FC0;
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return static_cast<uint16_t>((u + ((u >> 16) & 1) + 0x7FFFu) >> 16);
+}
+template <class T>
+inline constexpr bool is_16bit_float_v = std::is_same_v<T, c10::Half> || std::is_same_v<T, c10::BFloat16>;
+
+template <class T, std::enable_if_t<is_16bit_float_v<T>, int> = 0>
+static SCANOPS_AI __m256d load4(const T* p) { return _mm256_cvtps_pd(f32x4(p)); }
+template <class T, std::enable_if_t<is_16bit_float_v<T>, int> = 0>
+static SCANOPS_AI double load1(const T* p) { return static_cast<double>(f32_of(*p)); }
+template <bool kNT, class T, std::enable_if_t<is_16bit_float_v<T>, int> = 0>
+static SCANOPS_AI void store4(T* p, __m256d v) {  // (no streaming form: 8 bytes a store)
+  _mm_storel_epi64(reinterpret_cast<__m128i*>(p), bits16x4(_mm256_cvtpd_ps(v), p));
+}
+template <class T, std::enable_if_t<is_16bit_float_v<T>, int> = 0>
+static SCANOPS_AI void store1(T* p, double v) {
+  p->x = bits16(static_cast<float>(v), p);
+}
+
+// AffineOp with the generic walk's arithmetic (AffineCombine::combine: g.a * f.b + g.b, a
+// product and a sum each rounded; the generic walk is compiled without FMA, so nothing fuses
+// there), not AffineOp's fused multiply-add: the float16 / bfloat16 kernels keep the generic
+// walk's bits. The empty asm keeps the product a value of its own: in this FMA region GCC's
+// C++ default (-ffp-contract=fast) would fuse the two.
+struct AffineMulAddOp : AffineOp {
+  static SCANOPS_AI __m256d mul_add(__m256d a, __m256d b, __m256d c) {
+    __m256d p = _mm256_mul_pd(a, b);
+    __asm__("" : "+x"(p));
+    return _mm256_add_pd(p, c);
+  }
+  static SCANOPS_AI VS<2> comb(const VS<2>& f, const VS<2>& g) {
+    return {{_mm256_mul_pd(g.c[0], f.c[0]), mul_add(g.c[0], f.c[1], g.c[1])}};
+  }
+  static SCANOPS_AI S scomb(S f, S g) {
+    double p = g.a * f.b;
+    __asm__("" : "+x"(p));
+    return {g.a * f.a, p + g.b};
+  }
+};
 
 // Lane masks (all ones where the byte is not 0) of 4 reset bytes (memory order).
 static SCANOPS_AI __m256d seg_mask4(uint32_t bytes) {
@@ -297,6 +388,124 @@ static void seg_row(const SegRow<T>& p, bool rev, bool excl, bool write, int64_t
   });
 }
 
+// ---- int64 sums along columns ------------------------------------------------------------------
+// Int64 elements in int64 lanes: the column walk's lanes are bit containers (loads, stores,
+// blends), the sum a wrapping _mm256_add_epi64 (SumCombine<int64_t>'s wrap_add: the generic
+// walk's bits, whatever the order). The states travel through the walk's double buffers as
+// bits (to_comps / from_comps); the identity 0 has the bits of 0.0 (seg_col_impl's idval).
+// Rows keep the generic walk (no in-register prefix of int64 lanes here).
+static SCANOPS_AI __m256d load4(const int64_t* p) {
+  return _mm256_castsi256_pd(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+}
+static SCANOPS_AI int64_t load1(const int64_t* p) { return *p; }
+template <bool kNT>
+static SCANOPS_AI void store4(int64_t* p, __m256d v) {
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), _mm256_castpd_si256(v));
+}
+static SCANOPS_AI void store1(int64_t* p, int64_t v) { *p = v; }
+struct I64SumOp {
+  static constexpr int K = 1;
+  using S = int64_t;
+  static SCANOPS_AI __m256d idc(int) { return _mm256_setzero_pd(); }
+  static SCANOPS_AI VS<1> comb(const VS<1>& a, const VS<1>& b) {
+    return {{_mm256_castsi256_pd(_mm256_add_epi64(_mm256_castpd_si256(a.c[0]), _mm256_castpd_si256(b.c[0])))}};
+  }
+  static SCANOPS_AI __m256d value(const VS<1>& s) { return s.c[0]; }
+  static SCANOPS_AI S scomb(S a, S b) { return static_cast<S>(static_cast<uint64_t>(a) + static_cast<uint64_t>(b)); }
+  static SCANOPS_AI S svalue(S s) { return s; }
+  static SCANOPS_AI S sid() { return 0; }
+  static SCANOPS_AI void to_comps(S s, double* d, int64_t w, int64_t j) {
+    (void)w;
+    std::memcpy(d + j, &s, 8);
+  }
+  static SCANOPS_AI S from_comps(const double* d, int64_t w, int64_t j) {
+    (void)w;
+    S s;
+    std::memcpy(&s, d + j, 8);
+    return s;
+  }
+};
+
+// ---- sums, products and linear recurrences of float16 rows --------------------------------------
+// One position at a time in scan order, the generic walk's arithmetic (walk_row of
+// scan_cpu_segmented.cpp: a float64 state, combine(state, element), a head restarts at the
+// element; the reset flags read 8 at a time, a word of zeros without a head test), with the
+// conversions above instead of c10's software ones. Not seg_row_impl's in-register prefix: it
+// reassociates, and float16 / bfloat16 outputs would show it (bfloat16 elements span more
+// than float64's 53 bits, products and linear recurrences round at every step), where these
+// dtypes keep the generic walk's bits. The walk without outputs (a chunk's total) is the same
+// walk from the identity. (Bfloat16 rows keep the generic walk, whose conversions are cheap:
+// kVecRows in scan_cpu_segmented.cpp.)
+template <class Op, class T, bool kRev, bool kMask, bool kExcl, bool kWrite>
+static void seg_row_seq_impl(const SegRow<T>& p, int64_t k0, int64_t k1, bool first_head, typename Op::S& s,
+                             bool& head) {
+  using S = typename Op::S;
+  const int64_t n = p.n;
+  const bool* rs = p.rs;
+  const int64_t dl = kRev ? -1 : 1;
+  auto lift = [&](int64_t l) SCANOPS_AIL -> S {
+    if constexpr (Op::K == 2) {
+      return {load1(p.coeff + l), load1(p.in + l)};
+    } else {
+      if constexpr (kMask) {
+        if (!p.mask[l]) return Op::sid();
+      }
+      return load1(p.in + l);
+    }
+  };
+  auto plain = [&](int64_t l) SCANOPS_AIL {
+    const S x = lift(l);
+    if constexpr (kWrite && kExcl) store1(p.out + l, Op::svalue(s));
+    s = Op::scomb(s, x);
+    if constexpr (kWrite && !kExcl) store1(p.out + l, Op::svalue(s));
+  };
+  auto any = [&](int64_t l, bool h) SCANOPS_AIL {
+    if (!h) return plain(l);
+    const S x = lift(l);
+    if constexpr (kWrite && kExcl) store1(p.out + l, Op::svalue(Op::sid()));
+    s = x;
+    head = true;
+    if constexpr (kWrite && !kExcl) store1(p.out + l, Op::svalue(s));
+  };
+  int64_t k = k0;
+  int64_t l = kRev ? n - 1 - k0 : k0;
+  if (k == 0 && k < k1) {
+    any(l, first_head);
+    ++k;
+    l += dl;
+  }
+  // flags of positions l .. l + 7 in scan order: forward rs[l .. l + 7], reverse
+  // rs[l - 6 .. l + 1] (the head of memory position l is rs[l + 1]; k >= 1, so rs[n] is never read)
+  for (; k + 8 <= k1; k += 8, l += 8 * dl) {
+    uint64_t w;
+    std::memcpy(&w, rs + l + (kRev ? -6 : 0), 8);
+    if (w == 0) {
+      for (int j = 0; j < 8; ++j) plain(l + j * dl);
+    } else {
+      for (int j = 0; j < 8; ++j) {
+        const int64_t lj = l + j * dl;
+        any(lj, rs[kRev ? lj + 1 : lj]);
+      }
+    }
+  }
+  for (; k < k1; ++k, l += dl) any(l, rs[kRev ? l + 1 : l]);
+}
+
+template <class Op, class T>
+static void seg_row_seq(const SegRow<T>& p, bool rev, bool excl, bool write, int64_t k0, int64_t k1,
+                        bool first_head, typename Op::S& s, bool& head) {
+  auto go = [&](auto R, auto M, auto E, auto W) {
+    seg_row_seq_impl<Op, T, decltype(R)::value, decltype(M)::value, decltype(E)::value, decltype(W)::value>(
+        p, k0, k1, first_head, s, head);
+  };
+  with_rew(rev, excl, write, [&](auto R, auto E, auto W) {
+    if constexpr (std::is_same_v<Op, SumOp>) {
+      if (p.mask != nullptr) return go(R, std::true_type{}, E, W);
+    }
+    go(R, std::false_type{}, E, W);
+  });
+}
+
 // One column block: elements (o, l, i0 + j), j < w, at in[j] etc. of the row pointers below.
 template <class T>
 struct SegCols {
@@ -378,7 +587,7 @@ static void seg_col(const SegCols<T>& p, bool rev, bool excl, bool write, int64_
   };
   // (rev is a run-time argument of the column walk: the flags' helper with rev = false)
   with_rew(false, excl, write, [&](auto, auto E, auto W) {
-    if constexpr (std::is_same_v<Op, SumOp>) {
+    if constexpr (std::is_same_v<Op, SumOp> || std::is_same_v<Op, I64SumOp>) {
       if (p.mask != nullptr) return go(std::true_type{}, E, W);
     }
     go(std::false_type{}, E, W);
@@ -389,13 +598,24 @@ static void seg_col(const SegCols<T>& p, bool rev, bool excl, bool write, int64_
 // l with head flag h, from the state (m, mi); its outputs at *ov / *oi (exclusive: the state
 // before the step, inclusive: after). A head restarts at the element, else the later element
 // wins on >= / <= and a NaN wins and stays; mi < 0 (the identity, an initial value) writes -1.
+// Float16 / bfloat16 compare as float (exact, ExtremumCombine::wins) and keep the element's own
+// bits (a signaling NaN stays signaling, as in the generic walk).
+template <class T>
+static SCANOPS_AI auto ext_cmp(T v) {
+  if constexpr (is_16bit_float_v<T>) {
+    return f32_of(v);
+  } else {
+    return v;
+  }
+}
 template <class T, bool kMax, bool kExcl, bool kWrite>
 static SCANOPS_AI void ext_step(T x, bool h, int64_t l, T idv, T& m, int64_t& mi, T* ov, int64_t* oi) {
   if constexpr (kWrite && kExcl) {
     *ov = h ? idv : m;
     *oi = h || mi < 0 ? -1 : mi;
   }
-  if (h || x != x || (m == m && (kMax ? x >= m : x <= m))) {
+  const auto xc = ext_cmp(x), mc = ext_cmp(m);
+  if (h || xc != xc || (mc == mc && (kMax ? xc >= mc : xc <= mc))) {
     m = x;
     mi = l;
   }
@@ -405,7 +625,31 @@ static SCANOPS_AI void ext_step(T x, bool h, int64_t l, T idv, T& m, int64_t& mi
   }
 }
 
-// ---- cummax / cummin rows (float32 / float64) ----------------------------------------------
+// ---- cummax / cummin rows (float32 / float64 / float16 / bfloat16) ---------------------------
+// (float16 / bfloat16: a group of 8, compared as floats, the broadcast stores of the state's
+// own 16 bits)
+template <class T, std::enable_if_t<is_16bit_float_v<T>, int> = 0>
+static SCANOPS_AI __m256 vloadu(const T* p) {
+  const __m128i u = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  if constexpr (std::is_same_v<T, c10::Half>) {
+    return _mm256_cvtph_ps(u);
+  } else {
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(u), 16));
+  }
+}
+template <class T, std::enable_if_t<is_16bit_float_v<T>, int> = 0>
+static SCANOPS_AI __m256 vset1(T v) {
+  return _mm256_set1_ps(f32_of(v));
+}
+// W = 32 / sizeof(T) copies of v at p (16-bit types: 8)
+template <class T>
+static SCANOPS_AI void ext_fill(T* p, T v) {
+  if constexpr (is_16bit_float_v<T>) {
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm_set1_epi16(static_cast<int16_t>(v.x)));
+  } else {
+    vstore<false>(p, vset1(v));
+  }
+}
 // ext_row_impl's walk (scan_cpu_avx2.h) with heads: a group of one vector (8 floats / 4
 // doubles) with no head (its flag bytes read as one word) and no element winning against
 // the running (m, mi) writes (m, mi) to every position with broadcast stores (random data:
@@ -418,7 +662,7 @@ static SCANOPS_AI void ext_step(T x, bool h, int64_t l, T idv, T& m, int64_t& mi
 template <class T, bool kMax, bool kRev, bool kExcl, bool kWrite>
 static void seg_ext_row_impl(const T* in, T* out, int64_t* idx, const bool* rs, int64_t n, int64_t k0, int64_t k1,
                              bool first_head, T& m, int64_t& mi, bool& head) {
-  constexpr int64_t W = 32 / sizeof(T);
+  constexpr int64_t W = sizeof(T) == 2 ? 8 : 32 / sizeof(T);
   const T idv = kMax ? -std::numeric_limits<T>::infinity() : std::numeric_limits<T>::infinity();
   auto step = [&](int64_t k, bool h) SCANOPS_AIL {
     const int64_t l = kRev ? n - 1 - k : k;
@@ -435,7 +679,7 @@ static void seg_ext_row_impl(const T* in, T* out, int64_t* idx, const bool* rs, 
     const auto x = vloadu(in + at);
     if (w == 0 && wins_mask<kMax>(x, vset1(m)) == 0) {
       if constexpr (kWrite) {
-        vstore<false>(out + at, vset1(m));
+        ext_fill(out + at, m);
         const __m256i iv = _mm256_set1_epi64x(mi < 0 ? -1 : mi);
         for (int64_t j = 0; j < W; j += 4) istore<false>(idx + at + j, iv);
       }
@@ -462,7 +706,7 @@ static void seg_ext_row(const T* in, T* out, int64_t* idx, const bool* rs, int64
   with_rew(rev, excl, write, go);
 }
 
-// ---- cummax / cummin columns (float32 / float64) -------------------------------------------
+// ---- cummax / cummin columns (float32 / float64 / float16 / bfloat16) ----------------------
 // The row step's rule lane-wise over w columns side by side (a column a lane, 4 at a time):
 // each column's state (m, mi) in M / I between positions; a head (the lane's reset flag, or one
 // broadcast to the row) restarts at the element, else the later element wins on >= / <= and a
@@ -470,8 +714,15 @@ static void seg_ext_row(const T* in, T* out, int64_t* idx, const bool* rs, int64
 // heads of the walk without outputs (a chunk's total).
 template <class T, bool kMax>
 static SCANOPS_AI __m256i ext_col_wins(const T* x, const T* m, __m256i h) {
-  if constexpr (std::is_same_v<T, float>) {
-    const __m128 xv = _mm_loadu_ps(x), mv = _mm_loadu_ps(m);
+  if constexpr (std::is_same_v<T, float> || is_16bit_float_v<T>) {
+    __m128 xv, mv;
+    if constexpr (std::is_same_v<T, float>) {
+      xv = _mm_loadu_ps(x);
+      mv = _mm_loadu_ps(m);
+    } else {
+      xv = f32x4(x);
+      mv = f32x4(m);
+    }
     const __m128 w = _mm_or_ps(_mm_cmp_ps(xv, xv, _CMP_UNORD_Q),
                                _mm_cmp_ps(xv, mv, kMax ? _CMP_GE_OQ : _CMP_LE_OQ));
     return _mm256_or_si256(h, _mm256_cvtepi32_epi64(_mm_castps_si128(w)));
@@ -488,6 +739,12 @@ static SCANOPS_AI void ext_col_pick(T* p, const T* a, const T* b, __m256i sel) {
   if constexpr (std::is_same_v<T, float>) {
     const __m128i s32 = _mm256_castsi256_si128(_mm256_permutevar8x32_epi32(sel, _mm256_setr_epi32(0, 2, 4, 6, 0, 2, 4, 6)));
     _mm_storeu_ps(p, _mm_blendv_ps(_mm_loadu_ps(b), _mm_loadu_ps(a), _mm_castsi128_ps(s32)));
+  } else if constexpr (is_16bit_float_v<T>) {  // the values' own bits
+    const __m128i s32 = _mm256_castsi256_si128(_mm256_permutevar8x32_epi32(sel, _mm256_setr_epi32(0, 2, 4, 6, 0, 2, 4, 6)));
+    const __m128i s16 = _mm_packs_epi32(s32, s32);
+    const __m128i va = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(a));
+    const __m128i vb = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(b));
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(p), _mm_blendv_epi8(vb, va, s16));
   } else {
     _mm256_storeu_pd(p, _mm256_blendv_pd(_mm256_loadu_pd(b), _mm256_loadu_pd(a), _mm256_castsi256_pd(sel)));
   }

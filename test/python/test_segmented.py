@@ -1488,6 +1488,86 @@ def test_heads_exact_cpu(seed):
                 assert torch.equal(first.contiguous().view(bits), init.view(bits)), (op, dt, shape, rev)
 
 
+def _same_bits_but_nan(got, want, ctx):
+    """Bit for bit where want is not NaN, NaN where it is (the NaN's bits are the conversion's)."""
+    wn = torch.isnan(want)
+    assert torch.equal(torch.isnan(got), wn), f"{ctx}: NaN positions differ"
+    g, w = got[~wn], want[~wn]
+    bad = g.view(torch.int16) != w.view(torch.int16)
+    if bool(bad.any()):
+        i = bad.nonzero()[:4].flatten().tolist()
+        raise AssertionError(f"{ctx}: {int(bad.sum())}/{g.numel()} differ; "
+                             + ", ".join(f"got {g[k].item()!r} want {w[k].item()!r}" for k in i))
+
+
+@pytest.mark.parametrize("dt", [f16, bf16], ids=["float16", "bfloat16"])
+def test_half_bf16_vector_kernels_exact_cpu(dt, seed):
+    """CPU float16 / bfloat16 (the AVX2 segmented kernels converting at their loads and
+    stores): the generic walk's bits. Sums, products and linear recurrences against the
+    sequential float64 reference rounded as the generic walk rounds (to float, then to the
+    dtype), cummax / cummin exactly (values and indices), logcumsumexp within the dtype's
+    tolerance; rows and columns, per-element and broadcast resets, both directions, inclusive
+    and exclusive, with and without initial, -0.0 / inf / NaN among the elements."""
+    gen = torch.Generator().manual_seed(seed)
+    special = torch.tensor([-0.0, 0.0, math.inf, -math.inf, math.nan], dtype=f64)
+    cases = [((301,), 0), ((3, 257), 1), ((203, 9), 0), ((2, 120, 70), 1)]
+    for k, (op, (shape, dim), (excl, rev)) in enumerate(itertools.product(OPS, cases, FLAGS)):
+        x, mask, a = long_inputs(op, shape, f32, gen)
+        if op not in ("cumprod",):
+            x = x * torch.exp2(torch.randint(-8, 8, shape, generator=gen).float())
+        x = x.to(dt)
+        pick = torch.rand(shape, generator=gen) < 0.03
+        x[pick] = special[torch.randint(0, 5, (int(pick.sum()),), generator=gen)].to(dt)
+        a = None if a is None else a.to(dt)
+        if k % 3 == 1 and len(shape) > 1:  # one flag for every line: broadcast
+            rs = list(shape)
+            rs[-1 if dim == 0 else 0] = 1
+            r = (torch.rand(rs, generator=gen) < 0.1).expand(shape)
+        else:
+            r = torch.rand(shape, generator=gen) < 0.1
+        init = rand(line_shape(shape, dim), f64, gen, op).to(dt) if k % 2 else None
+        got = call_reset(op, x, dim, excl, rev, init, r, mask, a)
+        ref = seq_reference(op, x, dim, excl, rev, init, r, mask, a)
+        ctx = f"{op} {dt} {shape} dim={dim} excl={excl} rev={rev} init={init is not None}"
+        if op in EXT:
+            assert_result(op, got, ref, dt, 1, ctx)
+            _same_bits_but_nan(got[0], ref[0], ctx)
+        elif op == "logcumsumexp":
+            assert_result(op, got, ref, dt, shape[dim], ctx)
+        else:
+            _same_bits_but_nan(got, ref.to(f32).to(dt), ctx)
+
+
+@pytest.mark.parametrize("dt", [f16, bf16], ids=["float16", "bfloat16"])
+def test_half_bf16_vector_kernels_chunked_cpu(dt, seed):
+    """CPU float16 / bfloat16 lines long enough to be cut into chunks (fewer than kMinUnits
+    units: a pass of chunk totals, then each chunk from its carry), rows and columns: (masked)
+    cumsum of elements whose float64 sums are exact (multiples of 1/16, small) against the
+    library's float64 result rounded to float then to the dtype, bit for bit; cummax / cummin
+    against the float64 result (values and indices); at 1 and 2 threads."""
+    gen = torch.Generator().manual_seed(seed)
+    threads = torch.get_num_threads()
+    try:
+        for nt, (shape, dim), (excl, rev) in itertools.product(
+                (1, 2), (((150_001,), 0), ((3000, 64), 0), ((2, 2500, 33), 1)), FLAGS):
+            torch.set_num_threads(nt)
+            x = (torch.randint(-64, 65, shape, generator=gen) / 16).to(dt)
+            r = torch.rand(shape, generator=gen) < 0.001
+            m = torch.rand(shape, generator=gen) < 0.6
+            init = (torch.randint(-64, 65, line_shape(shape, dim), generator=gen) / 16).to(dt)
+            ctx = f"{dt} {shape} dim={dim} excl={excl} rev={rev} threads={nt}"
+            for op in ("cumsum", "masked_cumsum"):
+                got = call_reset(op, x, dim, excl, rev, init, r, m)
+                want = call_reset(op, x.double(), dim, excl, rev, init.double(), r, m)
+                _same_bits_but_nan(got, want.to(f32).to(dt), f"{op} {ctx}")
+            for op in EXT:
+                gv, gi = call_reset(op, x, dim, excl, rev, None, r)
+                wv, wi = call_reset(op, x.double(), dim, excl, rev, None, r)
+                _same_bits_but_nan(gv, wv.to(dt), f"{op} {ctx}")
+                assert torch.equal(gi, wi), f"{op} {ctx}: indices differ"
+    finally:
+        torch.set_num_threads(threads)
+
 @pytest.mark.parametrize("device", DEVICES)
 def test_segment_heads(device):
     """_segment_heads (the offsets form's reset mask without initial) equals the mask built by
