@@ -18,7 +18,8 @@
 // line's memory in order, 16 bytes a lane at k = 4.
 //
 // Taken for sums and products of float32 / float64 / float16 / bfloat16 (input and output of
-// one dtype) with no mask, companion or fused epilogue, dense pointers aligned to their row
+// one dtype) with no mask or companion (the backward fusions' epilogue: yes), dense pointers
+// aligned to their row
 // (Lanes' alignment), where the column kernels would take tiles or the three passes (few
 // lines; many lines take a thread per column, whose loads are coalesced) and where the
 // measurements in docs/benchmarks show the rows faster (launch_scan.cuh: takes_lanes).
@@ -125,7 +126,9 @@ struct LanesSource {
 };
 
 // Row r's K outputs at out + r * K; line o's initial values at initial + o * K (DeviceProblem:
-// line (o, i) at o * inner + i).
+// line (o, i) at o * inner + i). The backward fusions' epilogue (add, mul, mul_mask: element
+// i of the problem at i) as OutputSink::epilogue computes it, so that a fused backward and the
+// plain scan with the epilogue applied after it give the same bits (test_fused_backward.py).
 template <class Combine, class out_t, int K>
 struct LanesSink {
   using L = RowLanesCombine<Combine, K>;
@@ -137,6 +140,9 @@ struct LanesSink {
   static constexpr bool kMaskPre = false;
   out_t* out;
   const out_t* initial = nullptr;
+  const out_t* add = nullptr;
+  const out_t* mul = nullptr;
+  const bool* mul_mask = nullptr;
   __device__ __forceinline__ bool has_initial() const { return initial != nullptr; }
   __device__ __forceinline__ state_t line_start(int64_t line) const {
     if (initial == nullptr) return L::identity();
@@ -157,7 +163,21 @@ struct LanesSink {
     return y;
   }
   __device__ __forceinline__ void put(int64_t r, const lowered_t& y) const {
-    reinterpret_cast<lowered_t*>(out)[r] = y;
+    if (add == nullptr && mul == nullptr && mul_mask == nullptr) {
+      reinterpret_cast<lowered_t*>(out)[r] = y;
+      return;
+    }
+    lowered_t z;
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+      const int64_t i = r * K + k;
+      out_t v = y.v[k];
+      if (add != nullptr) v = static_cast<out_t>(v + add[i]);
+      if (mul != nullptr) v = static_cast<out_t>(mul[i] * v);
+      if (mul_mask != nullptr) v = static_cast<out_t>(static_cast<out_t>(mul_mask[i]) * v);
+      z.v[k] = v;
+    }
+    reinterpret_cast<lowered_t*>(out)[r] = z;
   }
   __device__ __forceinline__ void store(int64_t r, const state_t& s) const { put(r, lower(s)); }
 };
@@ -180,7 +200,9 @@ void scan_lanes_k(const DeviceProblem& p) {
   using L = RowLanesCombine<Combine, K>;
   const LanesSource<Combine, in_t, K> src{static_cast<const in_t*>(p.input)};
   const LanesSink<Combine, out_t, K> dst{static_cast<out_t*>(p.output),
-                                         static_cast<const out_t*>(p.initial)};
+                                         static_cast<const out_t*>(p.initial),
+                                         static_cast<const out_t*>(p.add),
+                                         static_cast<const out_t*>(p.mul), p.mul_mask};
   scan_rows<L>(p.ctx, src, dst, p.outer, p.length, p.flags);
 }
 
@@ -189,7 +211,7 @@ template <class T, int K>
 bool lanes_aligned(const DeviceProblem& p) {
   constexpr uintptr_t a = lanes_align<T, K>();
   const auto ok = [](const void* q) { return q == nullptr || reinterpret_cast<uintptr_t>(q) % a == 0; };
-  return ok(p.input) && ok(p.output) && ok(p.initial);
+  return ok(p.input) && ok(p.output) && ok(p.initial) && ok(p.add) && ok(p.mul);
 }
 
 // Scans p as rows of p.inner lanes if it can (2 <= inner <= kMaxLanes, row states of at most

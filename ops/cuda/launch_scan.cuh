@@ -9,7 +9,7 @@
 //                                look-back (each chunk is reduced, then rescanned)
 //     one such line of a dense floating sum, forward: CCCL's DeviceScan (cub_line_scan.h),
 //                                with an initial value too (read on the device by CUB)
-//   2 <= inner <= 7, few lines, floating sums / products without mask or epilogue:
+//   2 <= inner <= 7, few lines, floating sums / products without mask or companion:
 //                              rows of `inner` lanes -> scan_rows (lanes_scan.cuh)
 //   inner > 1                  columns -> scan_columns (column_scan.cuh):
 //     >= 2048 columns per SM     a thread per column walks it, one launch
@@ -67,14 +67,15 @@ bool takes_cub_line(const DeviceProblem& p) {
   }
 }
 
-// Narrow columns scanned as rows of lanes (lanes_scan.cuh): 2..kMaxLanes columns, no mask,
-// companion or fused epilogue, and few lines (where scan_columns would take its tiles or three
-// passes; with at least col_whole_columns_per_sm lines per SM a thread per column walks it).
+// Narrow columns scanned as rows of lanes (lanes_scan.cuh): 2..kMaxLanes columns, no mask or
+// companion (a fused epilogue, add / mul / mul_mask, rides in LanesSink: the backward takes
+// the forward's kernel family), and few lines (where scan_columns would take its tiles or
+// three passes; with at least col_whole_columns_per_sm lines per SM a thread per column walks
+// it).
 template <class Combine>
 bool takes_lanes(const DeviceProblem& p) {
-  return p.inner >= 2 && p.inner <= kMaxLanes && p.mask == nullptr && p.add == nullptr &&
-         p.mul == nullptr && p.mul_mask == nullptr && !p.scale_input && !p.shift_mul &&
-         p.indices == nullptr && p.length > 1 &&
+  return p.inner >= 2 && p.inner <= kMaxLanes && p.mask == nullptr && !p.scale_input &&
+         !p.shift_mul && p.indices == nullptr && p.length > 1 &&
          p.outer * p.inner < p.ctx.sms * col_whole_columns_per_sm<Combine>();
 }
 
