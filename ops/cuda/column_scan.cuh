@@ -496,10 +496,16 @@ __global__ void __launch_bounds__(kWarpTileThreads, 3)
 // columns per lane 83% / 63%; 256-row tiles (32 rows per lane: 1 block per SM) 78-79%.
 // (1048576, 512) along dim 0 (4 bands of 128 columns): 128-row tiles 74%, 256-row 78%
 // (the three passes: 58%).
-// V states combined element by element: a lane's vector of columns as one look-back state.
-template <class Combine, int V>
+// V states combined element by element: a lane's vector of columns as one look-back state
+// (State: Vec, one aligned vector access; lanes_scan.cuh's rows of lanes take a plain array of
+// any V, Lanes). The constants are those RowTile reads of a combine.
+template <class Combine, int V, class State = Vec<typename Combine::state_t, V>>
 struct LanesCombine {
-  using state_t = Vec<typename Combine::state_t, V>;
+  using state_t = State;
+  static constexpr int arity = 1;
+  static constexpr bool indexed = false;
+  static constexpr bool selects = Combine::selects;
+  static constexpr bool costly = Combine::costly;
   static __device__ __forceinline__ state_t identity() {
     state_t s;
 #pragma unroll
@@ -515,9 +521,9 @@ struct LanesCombine {
 };
 
 // The look-back's pinned combine (pinned.cuh), lane by lane.
-template <class Combine, int V>
-struct PinnedCombine<LanesCombine<Combine, V>> {
-  using state_t = Vec<typename Combine::state_t, V>;
+template <class Combine, int V, class State>
+struct PinnedCombine<LanesCombine<Combine, V, State>> {
+  using state_t = State;
   using P = PinnedCombine<Combine>;
   static __device__ __forceinline__ state_t combine(const state_t& a, const state_t& b) {
     state_t s;
