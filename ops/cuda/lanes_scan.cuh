@@ -87,11 +87,10 @@ struct LanesSource {
   }
 };
 
-// Row r's K outputs at out + r * K, through the problem's OutputSink (`base`): element i of
-// the problem is at i, line (o, i) at o * inner + i, so row r's column k is element r * K + k
-// and line o's column k is line o * K + k. Its initial values and the backward fusions'
-// epilogue are OutputSink's own (line_start, epilogue): a fused backward gives the bits of the
-// plain scan with the epilogue applied after it (test_fused_backward.py).
+// Row r's K outputs at out + r * K; line o's initial values at initial + o * K (DeviceProblem:
+// line (o, i) at o * inner + i). The backward fusions' epilogue (add, mul, mul_mask: element
+// i of the problem at i) as OutputSink::epilogue computes it, so that a fused backward and the
+// plain scan with the epilogue applied after it give the same bits (test_fused_backward.py).
 template <class Combine, class out_t, int K>
 struct LanesSink {
   using L = RowLanesCombine<Combine, K>;
@@ -101,33 +100,46 @@ struct LanesSink {
   static constexpr int kVec = 1;
   static constexpr bool kMulNext = false;
   static constexpr bool kMaskPre = false;
-  using Base = OutputSink<Combine, out_t>;
-  Base base;
-  __device__ __forceinline__ bool has_initial() const { return base.has_initial(); }
+  out_t* out;
+  const out_t* initial = nullptr;
+  const out_t* add = nullptr;
+  const out_t* mul = nullptr;
+  const bool* mul_mask = nullptr;
+  __device__ __forceinline__ bool has_initial() const { return initial != nullptr; }
   __device__ __forceinline__ state_t line_start(int64_t line) const {
+    if (initial == nullptr) return L::identity();
     state_t s;
 #pragma unroll
-    for (int k = 0; k < K; ++k) s.v[k] = base.line_start(line * K + k);
+    for (int k = 0; k < K; ++k) s.v[k] = Combine::start(initial[line * K + k]);
     return s;
   }
   __device__ __forceinline__ void prefetch_initial(int64_t line, int64_t n, int t, int nt) const {
-    base.prefetch_initial(line * K, n * K, t, nt);
+    if (initial != nullptr) {
+      prefetch_l2_range(initial + line * K, n * K * static_cast<int64_t>(sizeof(out_t)), t, nt);
+    }
   }
   static __device__ __forceinline__ lowered_t lower(const state_t& s) {
     lowered_t y;
 #pragma unroll
-    for (int k = 0; k < K; ++k) y.v[k] = Base::cast(s.v[k]);
+    for (int k = 0; k < K; ++k) y.v[k] = static_cast<out_t>(Combine::value(s.v[k]));
     return y;
   }
   __device__ __forceinline__ void put(int64_t r, const lowered_t& y) const {
-    if (!base.has_epilogue()) {
-      reinterpret_cast<lowered_t*>(base.out)[r] = y;
+    if (add == nullptr && mul == nullptr && mul_mask == nullptr) {
+      reinterpret_cast<lowered_t*>(out)[r] = y;
       return;
     }
     lowered_t z;
 #pragma unroll
-    for (int k = 0; k < K; ++k) z.v[k] = base.epilogue(y.v[k], r * K + k);
-    reinterpret_cast<lowered_t*>(base.out)[r] = z;
+    for (int k = 0; k < K; ++k) {
+      const int64_t i = r * K + k;
+      out_t v = y.v[k];
+      if (add != nullptr) v = static_cast<out_t>(v + add[i]);
+      if (mul != nullptr) v = static_cast<out_t>(mul[i] * v);
+      if (mul_mask != nullptr) v = static_cast<out_t>(static_cast<out_t>(mul_mask[i]) * v);
+      z.v[k] = v;
+    }
+    reinterpret_cast<lowered_t*>(out)[r] = z;
   }
   __device__ __forceinline__ void store(int64_t r, const state_t& s) const { put(r, lower(s)); }
 };
@@ -149,9 +161,10 @@ template <class Combine, class in_t, class out_t, int K>
 void scan_lanes_k(const DeviceProblem& p) {
   using L = RowLanesCombine<Combine, K>;
   const LanesSource<Combine, in_t, K> src{static_cast<const in_t*>(p.input)};
-  const LanesSink<Combine, out_t, K> dst{OutputSink<Combine, out_t>{
-      static_cast<out_t*>(p.output), nullptr, false, static_cast<const out_t*>(p.add),
-      static_cast<const out_t*>(p.mul), p.mul_mask, static_cast<const out_t*>(p.initial)}};
+  const LanesSink<Combine, out_t, K> dst{static_cast<out_t*>(p.output),
+                                         static_cast<const out_t*>(p.initial),
+                                         static_cast<const out_t*>(p.add),
+                                         static_cast<const out_t*>(p.mul), p.mul_mask};
   scan_rows<L>(p.ctx, src, dst, p.outer, p.length, p.flags);
 }
 
