@@ -789,21 +789,62 @@ static SCANOPS_AI void ext_group(__m256d x, double* out, int64_t* idx, int64_t p
   }
 }
 
-// One element of a scalar cummax / cummin walk (the tails of the row and column walks): x at
-// position pos against the running (m, mi), the rule of ExtremumCombine::wins; writes the
-// state before (exclusive) or after (inclusive) the element to *out / *idx.
-template <class T, bool kMax, bool kExcl, bool kWrite>
-static inline void ext_scalar_step(T x, int64_t pos, T& m, int64_t& mi, T* out, int64_t* idx) {
+// One element of a scalar cummax / cummin walk (rows shorter than a vector, the tails of the
+// row and column walks): x at position pos against the running (m, mi), the rule of
+// ExtremumCombine::wins (x wins if x is NaN or, m not NaN, x >= m for max / x <= m for min;
+// the ordered compare is false for a NaN m: win8 / win4's rule); writes the state before
+// (exclusive) or after (inclusive) the element to *out / *idx.
+// Branchless: the win is a compare mask (cmpss / cmpsd), the value a blend of x's and m's
+// bits and the index a masked select, so the result is exactly the branch's (the same
+// predicate, the winner's bits copied). The branch it replaces is a coin toss on random data
+// (rows of 4: the 2nd to 4th elements win 1/2, 1/3, 1/4 of the time; a random `initial` makes
+// the 1st one too) and its mispredictions were most of a short row's time.
+template <bool kMax>
+static SCANOPS_AI __m128 win1(__m128 later, __m128 earlier) {
+  return _mm_or_ps(_mm_cmp_ss(later, earlier, kMax ? _CMP_GE_OQ : _CMP_LE_OQ), _mm_cmp_ss(later, later, _CMP_UNORD_Q));
+}
+template <bool kMax>
+static SCANOPS_AI __m128d win1(__m128d later, __m128d earlier) {
+  return _mm_or_pd(_mm_cmp_sd(later, earlier, kMax ? _CMP_GE_OQ : _CMP_LE_OQ), _mm_cmp_sd(later, later, _CMP_UNORD_Q));
+}
+// (memcpy: the column walk's running values are an int64 buffer's bytes, no typed access)
+static SCANOPS_AI __m128 sload1(const float* p) {
+  float v;
+  std::memcpy(&v, p, sizeof v);
+  return _mm_set_ss(v);
+}
+static SCANOPS_AI __m128d sload1(const double* p) {
+  double v;
+  std::memcpy(&v, p, sizeof v);
+  return _mm_set_sd(v);
+}
+static SCANOPS_AI void sstore1(float* p, __m128 x) {
+  const float v = _mm_cvtss_f32(x);
+  std::memcpy(p, &v, sizeof v);
+}
+static SCANOPS_AI void sstore1(double* p, __m128d x) {
+  const double v = _mm_cvtsd_f64(x);
+  std::memcpy(p, &v, sizeof v);
+}
+static SCANOPS_AI __m128 low128(__m256 x) { return _mm256_castps256_ps128(x); }
+static SCANOPS_AI __m128d low128(__m256d x) { return _mm256_castpd256_pd128(x); }
+static SCANOPS_AI int64_t smask1(__m128 w) { return _mm_cvtsi128_si32(_mm_castps_si128(w)); }  // 0 or -1
+static SCANOPS_AI int64_t smask1(__m128d w) { return _mm_cvtsi128_si64(_mm_castpd_si128(w)); }
+static SCANOPS_AI __m128 sblend1(__m128 a, __m128 b, __m128 w) { return _mm_blendv_ps(a, b, w); }
+static SCANOPS_AI __m128d sblend1(__m128d a, __m128d b, __m128d w) { return _mm_blendv_pd(a, b, w); }
+// m: the running value in lane 0 (the other lanes are ignored).
+template <class T, bool kMax, bool kExcl, bool kWrite, class V>
+static SCANOPS_AI void ext_scalar_step(const T* x, int64_t pos, V& m, int64_t& mi, T* out, int64_t* idx) {
   if constexpr (kWrite && kExcl) {
-    *out = m;
+    sstore1(out, m);
     *idx = mi;
   }
-  if (x != x || (m == m && (kMax ? x >= m : x <= m))) {
-    m = x;
-    mi = pos;
-  }
+  const V xv = sload1(x);
+  const V w = win1<kMax>(xv, m);
+  m = sblend1(m, xv, w);
+  mi ^= (mi ^ pos) & smask1(w);  // (not `w ? pos : mi`: GCC 12 makes that a branch)
   if constexpr (kWrite && !kExcl) {
-    *out = m;
+    sstore1(out, m);
     *idx = mi;
   }
 }
@@ -830,15 +871,15 @@ static IndexedState<T> ext_row_impl(const T* in, T* out, int64_t* idx, int64_t r
     }
     ext_group<kMax, kRev, kExcl, kWrite, kNT>(x, out + at, idx + at, kRev ? n - 1 - s : s, mv, iv);
   }
-  T m;
-  std::memcpy(&m, &mv, sizeof(T));
+  auto m = low128(mv);
   int64_t mi = _mm_cvtsi128_si64(_mm256_castsi256_si128(iv));
   for (; s < s1; ++s) {
     const int64_t pos = kRev ? n - 1 - s : s;
-    ext_scalar_step<T, kMax, kExcl, kWrite>(in[row + pos], pos, m, mi, out + row + pos,
-                                            idx + row + pos);
+    ext_scalar_step<T, kMax, kExcl, kWrite>(in + row + pos, pos, m, mi, out + row + pos, idx + row + pos);
   }
-  return {m, mi};
+  T mo;
+  sstore1(&mo, m);
+  return {mo, mi};
 }
 
 // ---- cummax / cummin, columns (float32 / float64) -------------------------------------------
@@ -895,13 +936,11 @@ static void ext_col_walk_impl(const T* in, T* out, int64_t* idx, int64_t n, int6
         if constexpr (kWrite) istore<kNT>(idx + base + j, kExcl ? a : na);
       }
     }
-    for (; j < w; ++j) {  // (Lv is the int64 buffer's bytes: memcpy, no typed access)
-      const T x = in[base + j];
-      T m;
-      std::memcpy(&m, Lv + j, sizeof(T));
+    for (; j < w; ++j) {  // (Lv is the int64 buffer's bytes: sload1 / sstore1 copy them)
+      auto m = sload1(Lv + j);
       int64_t mi = Li[j];
-      ext_scalar_step<T, kMax, kExcl, kWrite>(x, pos, m, mi, out + base + j, idx + base + j);
-      std::memcpy(Lv + j, &m, sizeof(T));
+      ext_scalar_step<T, kMax, kExcl, kWrite>(in + base + j, pos, m, mi, out + base + j, idx + base + j);
+      sstore1(Lv + j, m);
       Li[j] = mi;
     }
   }
