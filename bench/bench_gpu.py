@@ -188,6 +188,13 @@ def workloads(quick):
     add("1-D 2^30 bf16", (4 * n1,), 0, cs(0), tcs(0), dtype=torch.bfloat16)
     add("1-D 2^28 float64", (n1,), 0, cs(0), tcs(0), dtype=torch.float64)
     add("(128, 4000) latency", (128, 4000), 1, cs(1), tcs(1))
+    # Short wide rows (issue #36: 1-512 rows of 32k-256k, where a block per row leaves SMs
+    # idle; a few rows of ~150k: top-p sampling over an LLM vocabulary).
+    add("short wide (8, 151936) dim 1", (8, 151936), 1, cs(1), tcs(1))
+    add("short wide (64, 32768) dim 1", (64, 32768), 1, cs(1), tcs(1))
+    add("short wide (128, 131072) dim 1", (128, 131072), 1, cs(1), tcs(1))
+    add("short wide (512, 65536) dim 1", (512, 65536), 1, cs(1), tcs(1))
+    add("short wide (512, 262144) dim 1", (512, 262144), 1, cs(1), tcs(1))
     # Scans along an outer or middle dim (inner > 1).
     add("(32768, 32768) dim 0" if not quick else "big dim 0", big, 0, cs(0), tcs(0))
     add("(8, 32768, 4096) dim 1", (8, 32768 // q, 4096), 1, cs(1), tcs(1))

@@ -654,11 +654,23 @@ struct InputSource {
   }
 };
 
+// The backward fusions' epilogue of element i (each pointer optional): mul[i] * (y + add[i]),
+// or mul_mask[i] * ..., each step rounded to out_t as ATen's elementwise ops round it. Every
+// sink applies it through here, so that a fused backward and the plain scan with the
+// epilogue applied after it give the same bits (test_fused_backward.py).
+template <class out_t>
+__device__ __forceinline__ out_t apply_epilogue(out_t y, int64_t i, const out_t* add,
+                                                const out_t* mul, const bool* mul_mask) {
+  if (add != nullptr) y = static_cast<out_t>(y + add[i]);
+  if (mul != nullptr) y = static_cast<out_t>(mul[i] * y);
+  if (mul_mask != nullptr) y = static_cast<out_t>(static_cast<out_t>(mul_mask[i]) * y);
+  return y;
+}
+
 // The problem's output: value(state) cast to out_t (and, for indexed combines, index(state)
 // to the int64 indices). Unindexed combines lower a state to its out_t element before the
 // store; indexed ones keep the state (lowered_t) until the store writes both outputs.
-// The backward passes' epilogue (unindexed only): the element written is
-// mul[i] * (y + add[i]) (or mul_mask[i] * ...), in out_t arithmetic as ATen's elementwise ops.
+// The backward passes' epilogue (unindexed only): apply_epilogue.
 template <class Combine, class out_t>
 struct OutputSink {
   using state_t = typename Combine::state_t;
@@ -706,9 +718,7 @@ struct OutputSink {
   }
   __device__ __forceinline__ out_t epilogue(out_t y, int64_t i) const {
     if constexpr (!Combine::indexed && !std::is_same_v<out_t, bool>) {
-      if (add != nullptr) y = static_cast<out_t>(y + add[i]);
-      if (mul != nullptr) y = static_cast<out_t>(mul[i] * y);
-      if (mul_mask != nullptr) y = static_cast<out_t>(static_cast<out_t>(mul_mask[i]) * y);
+      y = apply_epilogue(y, i, add, mul, mul_mask);
     }
     return y;
   }
@@ -826,6 +836,34 @@ struct MulNextSink : OutputSink<Combine, out_t> {
   __device__ __forceinline__ bool vec_ok(int64_t i) const {
     return Base::vec_ok(i) && is_aligned<Base::kVec>(mul_next + i) &&
            (!kSecond || is_aligned<Base::kVec>(second + i));
+  }
+  // Base::put_vec(i, s, f, second_out()) with the add operand loaded by the caller (a, read
+  // where add is set; mul is nullptr in this sink): the same operations in the same order.
+  __device__ __forceinline__ void put_vec_next(int64_t i, const out_t (&s)[Base::kVec],
+                                               const out_t (&f)[Base::kVec],
+                                               const Vec<out_t, Base::kVec>& a) const {
+    constexpr int V = Base::kVec;
+    Vec<out_t, V> y;
+#pragma unroll
+    for (int t = 0; t < V; ++t) y.v[t] = s[t];
+    if (this->add != nullptr) {
+#pragma unroll
+      for (int t = 0; t < V; ++t) y.v[t] = static_cast<out_t>(y.v[t] + a.v[t]);
+    }
+    if (this->mul_mask != nullptr) {
+      const Vec<bool, V> k = *reinterpret_cast<const Vec<bool, V>*>(this->mul_mask + i);
+#pragma unroll
+      for (int t = 0; t < V; ++t) y.v[t] = static_cast<out_t>(static_cast<out_t>(k.v[t]) * y.v[t]);
+    }
+    Vec<out_t, V> z;
+#pragma unroll
+    for (int t = 0; t < V; ++t) z.v[t] = static_cast<out_t>(f[t] * y.v[t]);
+    if constexpr (kSecond) {
+      store_vec_hinted(reinterpret_cast<Vec<out_t, V>*>(second + i), z, this->streaming);
+      store_vec_hinted(reinterpret_cast<Vec<out_t, V>*>(this->out + i), y, this->streaming);
+    } else {
+      store_vec_hinted(reinterpret_cast<Vec<out_t, V>*>(this->out + i), z, this->streaming);
+    }
   }
 };
 

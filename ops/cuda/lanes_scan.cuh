@@ -89,8 +89,7 @@ struct LanesSource {
 
 // Row r's K outputs at out + r * K; line o's initial values at initial + o * K (DeviceProblem:
 // line (o, i) at o * inner + i). The backward fusions' epilogue (add, mul, mul_mask: element
-// i of the problem at i) as OutputSink::epilogue computes it, so that a fused backward and the
-// plain scan with the epilogue applied after it give the same bits (test_fused_backward.py).
+// i of the problem at i): apply_epilogue, as every sink.
 template <class Combine, class out_t, int K>
 struct LanesSink {
   using L = RowLanesCombine<Combine, K>;
@@ -131,14 +130,7 @@ struct LanesSink {
     }
     lowered_t z;
 #pragma unroll
-    for (int k = 0; k < K; ++k) {
-      const int64_t i = r * K + k;
-      out_t v = y.v[k];
-      if (add != nullptr) v = static_cast<out_t>(v + add[i]);
-      if (mul != nullptr) v = static_cast<out_t>(mul[i] * v);
-      if (mul_mask != nullptr) v = static_cast<out_t>(static_cast<out_t>(mul_mask[i]) * v);
-      z.v[k] = v;
-    }
+    for (int k = 0; k < K; ++k) z.v[k] = apply_epilogue(y.v[k], r * K + k, add, mul, mul_mask);
     reinterpret_cast<lowered_t*>(out)[r] = z;
   }
   __device__ __forceinline__ void store(int64_t r, const state_t& s) const { put(r, lower(s)); }

@@ -200,8 +200,9 @@ struct RowTile {
   // line's next tile. Block-wide (barriers inside): every thread calls it with the same
   // arguments. Positions along the line (indexed combines): memory element lo + m is at
   // m % seg (seg > 0: whole rows start at lo) or pos0 + m (seg == 0), counted here instead
-  // of divided out of each offset. seg > 0: pos0 is the index of the tile's first row (its
-  // rows are pos0, pos0 + 1, ... in memory order), read only for the rows' initial values.
+  // of divided out of each offset. seg > 0: pos0 is the index of the tile's first row in scan
+  // order (its rows are pos0, pos0 + 1, ..., or pos0, pos0 - 1, ... for a reverse scan), read
+  // only for the rows' initial values.
   // Initial values (Sink::has_initial(), packed rows only: a line's carry is its caller's):
   // a segment head starts its row from Sink::line_start(row) (the exclusive value written
   // there), then takes the head's element, instead of starting from the element (see below:
@@ -260,16 +261,16 @@ struct RowTile {
     carry_t total;
     // Packed rows with initial values (uniform): a head starts its row from the row's start
     // state. The thread's heads are rows j_first, j_first + 1, ... in scan order (one division
-    // a thread, none a head; reverse tiles hold their rows in reversed order, n being whole
-    // rows). The reduce walk is the one without initial values: the aggregate from the last
-    // head on is then prefixed with that head's start (one load a thread); the rescan loads
+    // a thread, shared with the heads' q0 % seg; none a head). The reduce walk is the one
+    // without initial values: the aggregate from the last head on is then prefixed with that
+    // head's start (one load a thread); the rescan loads
     // the next head's start as soon as the previous one is taken (in flight over the items
     // between two heads; rows of 64 were 36% slower with a load and a division at each head,
     // H200, 2026-11-27).
     const bool head_init = seg > 0 && dst.has_initial();
     const int j_first = head_init ? q0 / seg + (q0 % seg != 0 ? 1 : 0) : 0;
     const auto row_start = [&](int j) -> state_t {
-      return dst.line_start(pos0 + (reverse ? n / seg - 1 - j : j));
+      return dst.line_start(reverse ? pos0 - j : pos0 + j);
     };
     const auto count_heads = [](heads_t v) -> int {
       if constexpr (sizeof(heads_t) == 8) {
@@ -278,6 +279,9 @@ struct RowTile {
         return __popc(static_cast<unsigned>(v));
       }
     };
+    int j_next = j_first;
+    state_t s_next = Combine::identity();
+    if (head_init && heads != 0) s_next = row_start(j_next);
     // (Walk: a chain of combines, or Combine's runs, see kRuns.)
     carry_t agg;
     if (thread_agg != nullptr) {  // (seg == 0) the thread's aggregate as reduce found it
@@ -295,15 +299,44 @@ struct RowTile {
       }
       agg = r.value();
       if (head_init && heads != 0) {
-        agg = Wide::combine(C::widen(row_start(j_first + count_heads(heads) - 1)), agg);
+        // (seg >= kItems: one head, the first one's start, loaded above)
+        agg = Wide::combine(
+            C::widen(seg >= kItems ? s_next : row_start(j_first + count_heads(heads) - 1)), agg);
       }
     }
-    int j_next = j_first;
-    state_t s_next = Combine::identity();
-    if (head_init && heads != 0) s_next = row_start(j_next);
     const state_t prefix =
         C::narrow(Scan::exclusive_scan(st.scan, heads != 0, agg, carry_op, total));
     auto w = Walk<Combine>::begin(prefix);
+    // Rows at least kItems long put at most one head in a thread's items: the walk restarts
+    // from that head's start s (begin(s), a select of the walk's state) and every item then
+    // takes its element the same way (push), with no branch an item; the exclusive value
+    // at the head is s. The same combines in the same order as the general loop below: the
+    // same bits, except that float32 / float16 / bfloat16 linear recurrences round some
+    // elements differently (the compiler contracts a multiply-add differently; their summed
+    // error against float64 measured 1% lower, the maximum the same). The general loop's
+    // branch an item, with the next head's load in it, made (2^20, 64) rows 6-15% slower with
+    // initial values than without (docs/benchmarks/gpu-2026-11-28-rows-initial-backward.md).
+    if (head_init && seg >= kItems) {
+#pragma unroll
+      for (int k = 0; k < kItems; ++k) {
+        const bool head = (heads >> k) & 1u;
+        lowered_t y{};
+        if (exclusive) {  // (runs, k == 0: the prefix itself, as below)
+          y = Sink::lower(head ? s_next : (combine_runs<Combine> && k == 0) ? prefix : w.value());
+        }
+        if (head) w = Walk<Combine>::begin(s_next);
+        w.push(src.lift_held(h[k]));
+        if (!exclusive) y = Sink::lower(w.value());
+        obuf[padded(lane * kItems + k)] = y;
+      }
+      __syncwarp();
+      if constexpr (Sink::kMulNext) {
+        store_striped_next(dst, obuf, lo, n, seg, pos0, wq, reverse, lane);
+      } else {
+        store_striped(dst, obuf, lo, n, wq, reverse, lane, mk);
+      }
+      return total;
+    }
 #pragma unroll
     for (int k = 0; k < kItems; ++k) {
       const bool head = (heads >> k) & 1u;
@@ -523,22 +556,36 @@ struct RowTile {
     };
     if constexpr (Sink::kVec > 1) {
       constexpr int V = Sink::kVec;
+      constexpr int J = kItems / V;
       if (n == kTile && dst.vec_ok(lo)) {
         const int w0 = reverse ? kTile - wq - kWarpItems : wq;
+        // Every operand of the thread's J vector stores is loaded before the first store:
+        // a load is not moved above an earlier store that may alias it (see MaskPreSink),
+        // so loads next to their stores made each store wait on its own loads, one vector
+        // after the other. M: the vector's factors less one, E: the one from the next vector
+        // (or fill()), A: the epilogue's add (the sink's only operand: mul is mul_next here).
+        Vec<out_t, V> M[J], A[J];
+        out_t E[J];
 #pragma unroll
-        for (int j = 0; j < kItems / V; ++j) {
+        for (int j = 0; j < J; ++j) {
+          const int m = w0 + (j * kWarpSize + lane) * V;
+          M[j] = *reinterpret_cast<const Vec<out_t, V>*>(dst.mul_next + lo + m);
+          E[j] = factor(next > 0 ? m + V - 1 : m);
+          if (dst.add != nullptr) A[j] = *reinterpret_cast<const Vec<out_t, V>*>(dst.add + lo + m);
+        }
+#pragma unroll
+        for (int j = 0; j < J; ++j) {
           const int u = (j * kWarpSize + lane) * V;
           lowered_t v[V];
           gather_vec(xbuf, u, reverse, v);
           const int m = w0 + u;  // the vector's first element, lo + m
-          const Vec<out_t, V> M = *reinterpret_cast<const Vec<out_t, V>*>(dst.mul_next + lo + m);
           out_t f[V];
           if (next > 0) {
 #pragma unroll
-            for (int t = 0; t < V; ++t) f[t] = t + 1 < V ? M.v[t + 1] : factor(m + t);
+            for (int t = 0; t < V; ++t) f[t] = t + 1 < V ? M[j].v[t + 1] : E[j];
           } else {
 #pragma unroll
-            for (int t = 0; t < V; ++t) f[t] = t > 0 ? M.v[t - 1] : factor(m + t);
+            for (int t = 0; t < V; ++t) f[t] = t > 0 ? M[j].v[t - 1] : E[j];
           }
           // The line positions of the vector's elements (one division at most).
           int64_t p = seg > 0 ? m % seg : pos0 + m;
@@ -547,7 +594,7 @@ struct RowTile {
             if (reverse ? p == 0 : p == dst.line - 1) f[t] = dst.fill();
             p = (seg > 0 && p + 1 == seg) ? 0 : p + 1;
           }
-          dst.put_vec(lo + m, v, f, dst.second_out());
+          dst.put_vec_next(lo + m, v, f, A[j]);
         }
         return;
       }
@@ -641,8 +688,8 @@ __global__ void __launch_bounds__(kRowThreads, kRowMinBlocks<Source, Sink, kItem
       const int n = rows * static_cast<int>(g.length);
       // The tile's rows' initial values, asked of L2 while the tile loads (read at the heads).
       dst.prefetch_initial(r0, rows, threadIdx.x, kRowThreads);
-      Tile::scan(storage, src, dst, r0 * g.length, n, static_cast<int>(g.length), r0, no_carry,
-                 g.reverse, g.exclusive);
+      Tile::scan(storage, src, dst, r0 * g.length, n, static_cast<int>(g.length),
+                 g.reverse ? r0 + rows - 1 : r0, no_carry, g.reverse, g.exclusive);
       continue;
     }
     // A row's tiles [t0, t1), walked carrying the state from `carry`: a row starts from its
