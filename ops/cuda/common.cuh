@@ -679,6 +679,7 @@ struct OutputSink {
   using value_t = out_t;
   static constexpr bool kMulNext = false;  // see MulNextSink
   static constexpr bool kMaskPre = false;  // see MaskPreSink
+  static constexpr bool kEpiPre = false;   // see EpiPreSink
   out_t* out;
   int64_t* indices = nullptr;  // indexed combines only
   bool streaming = false;      // vector stores evict-first (outputs larger than L2)
@@ -745,6 +746,16 @@ struct OutputSink {
     }
   }
   __device__ __forceinline__ void store(int64_t i, const state_t& s) const { put(i, lower(s)); }
+  // put_vec where mul_mask is the only epilogue operand, its vector k loaded by the caller
+  // (MaskPreSink). (Loading the R mask vectors of a column_vec_kernel lane before its first
+  // store the same way made every column_vec_kernel spill, 40-328 bytes: not done.)
+  __device__ __forceinline__ void put_vec_mask(int64_t i, const out_t (&s)[kVec],
+                                               const Vec<bool, kVec>& k) const {
+    Vec<out_t, kVec> y;
+#pragma unroll
+    for (int t = 0; t < kVec; ++t) y.v[t] = static_cast<out_t>(static_cast<out_t>(k.v[t]) * s[t]);
+    store_vec_hinted(reinterpret_cast<Vec<out_t, kVec>*>(out + i), y, streaming);
+  }
   __device__ __forceinline__ bool vec_ok(int64_t i) const {
     if constexpr (Combine::indexed) {
       if (!is_aligned<kVec>(indices + i)) return false;
@@ -880,10 +891,46 @@ struct MaskPreSink : OutputSink<Combine, out_t> {
   static_assert(!Combine::indexed && !std::is_same_v<out_t, bool>);
   __device__ __forceinline__ void put_vec_pre(int64_t i, const out_t (&s)[Base::kVec],
                                               const Vec<bool, Base::kVec>& k) const {
-    Vec<out_t, Base::kVec> y;
+    this->put_vec_mask(i, s, k);
+  }
+};
+
+// An OutputSink with a fused epilogue (add, mul, mul_mask: the backward passes of
+// logcumsumexp and cummax / cummin along rows), for the row kernels: RowTile::store_striped
+// loads every operand of a thread's vector stores (operands) before the first of them
+// (put_vec_ops), as MulNextSink's store_striped_next does. put_vec loads each vector's
+// operands next to its store, and a load is not moved above an earlier store that may alias
+// it: a thread's stores waited on their loads one vector after another. A type of its own,
+// as MaskPreSink, so that the forward kernels (OutputSink) keep their code.
+template <class Combine, class out_t>
+struct EpiPreSink : OutputSink<Combine, out_t> {
+  using Base = OutputSink<Combine, out_t>;
+  static constexpr bool kEpiPre = true;
+  static constexpr int V = Base::kVec;
+  static_assert(!Combine::indexed && !std::is_same_v<out_t, bool>);
+  struct Operands {
+    Vec<out_t, V> a, m;
+    Vec<bool, V> k;
+  };
+  __device__ __forceinline__ Operands operands(int64_t i) const {
+    Operands o{};
+    if (this->add != nullptr) o.a = *reinterpret_cast<const Vec<out_t, V>*>(this->add + i);
+    if (this->mul != nullptr) o.m = *reinterpret_cast<const Vec<out_t, V>*>(this->mul + i);
+    if (this->mul_mask != nullptr) o.k = *reinterpret_cast<const Vec<bool, V>*>(this->mul_mask + i);
+    return o;
+  }
+  // Base::put_vec(i, s) with the operands loaded: the same operations in the same order.
+  __device__ __forceinline__ void put_vec_ops(int64_t i, const out_t (&s)[V], const Operands& o) const {
+    Vec<out_t, V> y;
 #pragma unroll
-    for (int t = 0; t < Base::kVec; ++t) y.v[t] = static_cast<out_t>(static_cast<out_t>(k.v[t]) * s[t]);
-    store_vec_hinted(reinterpret_cast<Vec<out_t, Base::kVec>*>(this->out + i), y, this->streaming);
+    for (int t = 0; t < V; ++t) {
+      out_t v = s[t];
+      if (this->add != nullptr) v = static_cast<out_t>(v + o.a.v[t]);
+      if (this->mul != nullptr) v = static_cast<out_t>(o.m.v[t] * v);
+      if (this->mul_mask != nullptr) v = static_cast<out_t>(static_cast<out_t>(o.k.v[t]) * v);
+      y.v[t] = v;
+    }
+    store_vec_hinted(reinterpret_cast<Vec<out_t, V>*>(this->out + i), y, this->streaming);
   }
 };
 

@@ -40,6 +40,13 @@ struct is_mask_pre_sum<SumCombine<acc_t>, out_t>
     : std::bool_constant<std::is_same_v<out_t, float> || std::is_same_v<out_t, double> ||
                          std::is_same_v<out_t, c10::Half> || std::is_same_v<out_t, c10::BFloat16>> {};
 
+// The linear recurrences that take EpiPreSink: float32 / float64 results.
+template <class Combine, class out_t>
+struct is_epi_pre_affine : std::false_type {};
+template <class acc_t, class out_t>
+struct is_epi_pre_affine<AffineCombine<acc_t>, out_t>
+    : std::bool_constant<std::is_same_v<out_t, float> || std::is_same_v<out_t, double>> {};
+
 template <class Combine>
 struct is_sum : std::false_type {};
 template <class acc_t>
@@ -140,6 +147,16 @@ void launch_by_shape(const DeviceProblem& p) {
     if (p.inner == 1 && p.mul_mask != nullptr && p.add == nullptr && p.mul == nullptr) {
       MaskPreSink<Combine, out_t> mask_dst{dst};
       scan_rows<Combine>(p.ctx, src, mask_dst, p.outer, p.length, p.flags);
+      return;
+    }
+  }
+  // A fused epilogue otherwise (logcumsumexp's and cummax / cummin's backward: linear
+  // recurrences with add and mul or mul_mask) along rows: EpiPreSink, every operand of a
+  // thread's stores loaded before them.
+  if constexpr (is_epi_pre_affine<Combine, out_t>::value && !kBroadcast) {
+    if (p.inner == 1 && (p.add != nullptr || p.mul != nullptr || p.mul_mask != nullptr)) {
+      EpiPreSink<Combine, out_t> epi_dst{dst};
+      scan_rows<Combine>(p.ctx, src, epi_dst, p.outer, p.length, p.flags);
       return;
     }
   }

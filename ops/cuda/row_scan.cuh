@@ -513,6 +513,19 @@ struct RowTile {
       constexpr int V = Sink::kVec;
       if (n == kTile && dst.vec_ok(lo)) {
         const int64_t m0 = lo + (reverse ? kTile - wq - kWarpItems : wq);
+        if constexpr (Sink::kEpiPre) {  // every operand loaded before the first store
+          typename Sink::Operands ops[kItems / V];
+#pragma unroll
+          for (int j = 0; j < kItems / V; ++j) ops[j] = dst.operands(m0 + (j * kWarpSize + lane) * V);
+#pragma unroll
+          for (int j = 0; j < kItems / V; ++j) {
+            const int u = (j * kWarpSize + lane) * V;
+            lowered_t v[V];
+            gather_vec(xbuf, u, reverse, v);
+            dst.put_vec_ops(m0 + u, v, ops[j]);
+          }
+          return;
+        }
 #pragma unroll
         for (int j = 0; j < kItems / V; ++j) {
           const int u = (j * kWarpSize + lane) * V;
