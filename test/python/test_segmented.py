@@ -1782,6 +1782,46 @@ def test_cuda_shapes(op, seed):
 
 
 @needs_cuda
+@pytest.mark.parametrize("op", OPS)
+def test_cuda_heads_at_tile_edges(op, seed):
+    """1-D lines of the flat kernel cut into chunks of tiles (tiles of 256 * K elements, K = 2
+    .. 32 by dtype: every power of two from 512 to 8192 is a tile or chunk edge): segment starts
+    at those edges and one before / after them, in the first tile of a chunk or not, no start in
+    some chunks (those reduce and scan), a chunk of segments of 1..64 (its first tile split at
+    its last start), both directions, exclusive, initial: the CUDA result against the CPU one,
+    exact for integers and cummax / cummin, bitwise the same run to run."""
+    gen = torch.Generator().manual_seed(seed)
+    n = (1 << 17) + 77
+    starts = set()
+    for e in (512, 1024, 2048, 4096, 8192):
+        for k in range(1, n // e + 1, 3):
+            for d in (-1, 0, 1):
+                if 0 < k * e + d < n:
+                    starts.add(k * e + d)
+    lo = 40000  # a run of short segments
+    pos = lo
+    while pos < lo + 20000:
+        starts.add(pos)
+        pos += int(torch.randint(1, 65, (1,), generator=gen))
+    starts = sorted(x for x in starts if not (70000 <= x < 100000))  # a stretch of no start
+    r = torch.zeros(n, dtype=b8)
+    r[starts] = True
+    for dt in LONG_DTYPES[op]:
+        x, mask, a = long_inputs(op, (n,), dt, gen)
+        c = rand((), result_dtype(op, dt), gen, op)
+        for excl, rev in FLAGS:
+            for init in (None, c):
+                cpu = call_reset(op, x, 0, excl, rev, init, r, mask, a)
+                xs, rs, cs, ms, as_ = to("cuda", x, r, init, mask, a)
+                got = call_reset(op, xs, 0, excl, rev, cs, rs, ms, as_)
+                again = call_reset(op, xs, 0, excl, rev, cs, rs, ms, as_)
+                ctx = f"cuda {op} {dt} excl={excl} rev={rev} init={init is not None}"
+                assert same_bits(got, again), f"{ctx}: not bitwise reproducible"
+                got = tuple(t.cpu() for t in got) if op in EXT else got.cpu()
+                compare_long(op, got, cpu, dt, ctx)
+
+
+@needs_cuda
 def test_cuda_segment_many_and_long(seed):
     gen = torch.Generator().manual_seed(seed)
     for lengths, feat in (([int(n) for n in torch.randint(0, 40, (20000,), generator=gen)], (3,)),
