@@ -92,6 +92,37 @@ def cases(n):
     out.append(("seg cummax uniform 1..4096", lambda: ops.cummax(f32, 0, reset=r), 17 * n))
     out.append(("seg logcumsumexp uniform 1..4096",
                 lambda: ops.logcumsumexp(f32, 0, reset=r), 9 * n))
+    # the row kernels: packed short rows (a segment head at every row start), rows of one
+    # tile or a few (a block a row), rows chained by look-back
+    short = f32.view(-1, 64)
+    m64 = (torch.rand(n, device="cuda") < 0.5).view(-1, 64)
+    out.append(("rows cumsum (N/64, 64)", lambda: ops.cumsum(short, 1), 8 * n))
+    out.append(("rows cumsum exclusive (N/64, 64)",
+                lambda: ops.cumsum(short, 1, exclusive=True), 8 * n))
+    out.append(("rows cumsum reverse (N/64, 64)",
+                lambda: ops.cumsum(short, 1, reverse=True), 8 * n))
+    out.append(("rows cumsum (N/4, 4)", lambda: ops.cumsum(f32.view(-1, 4), 1), 8 * n))
+    out.append(("rows cumsum float16 (N/64, 64)",
+                lambda: ops.cumsum(h16.view(-1, 64), 1), 4 * n))
+    out.append(("rows masked_cumsum (N/64, 64)",
+                lambda: ops.masked_cumsum(short, m64, 1), 9 * n))
+    out.append(("rows cummax (N/64, 64)", lambda: ops.cummax(short, 1), 16 * n))
+    out.append(("rows logcumsumexp (N/64, 64)", lambda: ops.logcumsumexp(short, 1), 8 * n))
+    out.append(("rows linear_recurrence (N/64, 64)",
+                lambda: ops.linear_recurrence(a.view(-1, 64), short, 1), 12 * n))
+    out.append(("rows cumsum (N/16384, 16384)",
+                lambda: ops.cumsum(f32.view(-1, 16384), 1), 8 * n))
+    out.append(("rows cumsum float16 (N/32768, 32768)",
+                lambda: ops.cumsum(h16.view(-1, 32768), 1), 4 * n))
+    out.append(("rows cumsum exclusive (64, N/64)",
+                lambda: ops.cumsum(rows, 1, exclusive=True), 8 * n))
+    out.append(("rows cumprod (64, N/64)", lambda: ops.cumprod(rows, 1), 8 * n))
+    out.append(("rows cumsum (N/64, 64), initial",
+                lambda: ops.cumsum(short, 1, initial=f32[: n // 64]), 8 * n + 4 * (n // 64)))
+    out.append(("cols cumprod (N/4, 4) dim 0", lambda: ops.cumprod(f32.view(-1, 4), 0), 8 * n))
+    out.append(("cols cumsum (N/4, 4) dim 0", lambda: ops.cumsum(f32.view(-1, 4), 0), 8 * n))
+    out.append(("cols cumsum float16 (N/4, 4) dim 0",
+                lambda: ops.cumsum(h16.view(-1, 4), 0), 4 * n))
     return out
 
 
