@@ -770,12 +770,8 @@ struct OutputSink {
   }
   // kEpilogue = false: the caller knows has_epilogue() is false (a kernel that tests it once
   // per tile rather than once per vector: column_vec_kernel).
-  // f (MulNextSink's factors, or nullptr): each written value multiplied by its factor, or,
-  // with f_out, the products written there and the values themselves to out.
   template <bool kEpilogue = true>
-  __device__ __forceinline__ void put_vec(int64_t i, const lowered_t (&s)[kVec],
-                                          const out_t* f = nullptr,
-                                          out_t* f_out = nullptr) const {
+  __device__ __forceinline__ void put_vec(int64_t i, const lowered_t (&s)[kVec]) const {
     Vec<out_t, kVec> y;
 #pragma unroll
     for (int t = 0; t < kVec; ++t) {
@@ -799,16 +795,6 @@ struct OutputSink {
           if (mul_mask != nullptr) y.v[t] = static_cast<out_t>(static_cast<out_t>(k.v[t]) * y.v[t]);
         }
       }
-      if (f != nullptr) {
-        Vec<out_t, kVec> z;
-#pragma unroll
-        for (int t = 0; t < kVec; ++t) z.v[t] = static_cast<out_t>(f[t] * y.v[t]);
-        if (f_out != nullptr) {
-          store_vec_hinted(reinterpret_cast<Vec<out_t, kVec>*>(f_out + i), z, streaming);
-        } else {
-          y = z;
-        }
-      }
     }
     store_vec_hinted(reinterpret_cast<Vec<out_t, kVec>*>(out + i), y, streaming);
     if constexpr (Combine::indexed) {  // kVec int64s: 16-byte stores
@@ -829,7 +815,7 @@ struct OutputSink {
 // of a line of `line` elements; next = +1 (forward scans) or -1 (reverse). kSecond: the
 // products go to `second` and the values themselves to out (ScanProblem::second), fill() 0;
 // else fill() 1. The row kernels compute the factors (RowTile::store_striped_next) and pass
-// them to put / put_vec as `f`. kSecond a compile-time choice: with a run-time one (a test of
+// them to put as `f` and to put_vec_next. kSecond a compile-time choice: with a run-time one (a test of
 // `second` per store) cumprod fwd+bwd measured 64% of its copies on the H100, 69% without it.
 // A type of its own, so that the forward kernels' code and parameters stay as they are (a
 // run-time test of mul_next in every row store cost the look-back rows 2-5% on the H100).
@@ -848,8 +834,9 @@ struct MulNextSink : OutputSink<Combine, out_t> {
     return Base::vec_ok(i) && is_aligned<Base::kVec>(mul_next + i) &&
            (!kSecond || is_aligned<Base::kVec>(second + i));
   }
-  // Base::put_vec(i, s, f, second_out()) with the add operand loaded by the caller (a, read
-  // where add is set; mul is nullptr in this sink): the same operations in the same order.
+  // Base::put_vec(i, s)'s values (add, then mul_mask; mul is nullptr in this sink, and the add
+  // operand a is loaded by the caller where add is set), each multiplied by its factor f:
+  // the products to second_out() and the values to out, or (no second) the products to out.
   __device__ __forceinline__ void put_vec_next(int64_t i, const out_t (&s)[Base::kVec],
                                                const out_t (&f)[Base::kVec],
                                                const Vec<out_t, Base::kVec>& a) const {

@@ -316,6 +316,14 @@ struct RowTile {
     // error against float64 measured 1% lower, the maximum the same). The general loop's
     // branch an item, with the next head's load in it, made (2^20, 64) rows 6-15% slower with
     // initial values than without (docs/benchmarks/gpu-2026-11-28-rows-initial-backward.md).
+    const auto store = [&]() {
+      __syncwarp();
+      if constexpr (Sink::kMulNext) {
+        store_striped_next(dst, obuf, lo, n, seg, pos0, wq, reverse, lane);
+      } else {
+        store_striped(dst, obuf, lo, n, wq, reverse, lane, mk);
+      }
+    };
     if (head_init && seg >= kItems) {
 #pragma unroll
       for (int k = 0; k < kItems; ++k) {
@@ -329,51 +337,75 @@ struct RowTile {
         if (!exclusive) y = Sink::lower(w.value());
         obuf[padded(lane * kItems + k)] = y;
       }
-      __syncwarp();
-      if constexpr (Sink::kMulNext) {
-        store_striped_next(dst, obuf, lo, n, seg, pos0, wq, reverse, lane);
-      } else {
-        store_striped(dst, obuf, lo, n, wq, reverse, lane, mk);
-      }
+      store();
       return total;
+    }
+    // One item that is not a row start under an initial value: a head without one restarts
+    // the walk from its element (the exclusive value there is the identity). `excl`: a bool,
+    // or std::true_type / std::false_type for a loop without the test.
+    // (Runs, k == 0: the prefix itself, not w.value(): a run's value() of its begin()
+    // state is not that state bit for bit: logcumsumexp's online (m, t) gives
+    // m + log1p(0), and -0.0 + 0 = +0.0, an initial -0.0's exclusive output. A chain's
+    // value() is its state: the code stays the one measured, as the select in every
+    // kernel cost the packed rows 3-8% on an H200, 2026-11-27.)
+    const auto step = [&](int k, bool head, const state_t& x, auto excl) -> lowered_t {
+      lowered_t y{};
+      if (excl) {
+        if constexpr (combine_runs<Combine>) {
+          y = Sink::lower(head ? Combine::identity() : k == 0 ? prefix : w.value());
+        } else {
+          y = Sink::lower(head ? Combine::identity() : w.value());
+        }
+      }
+      if (head) {
+        w = Walk<Combine>::begin(x);
+      } else {
+        w.push(x);
+      }
+      if (!excl) y = Sink::lower(w.value());
+      return y;
+    };
+    // Without initial values, logcumsumexp (runs) and cummax / cummin (indexed) rescan in a
+    // loop without the row start's case, one for exclusive and one for inclusive scans: the
+    // general loop below tests both at every item. H200, bench/ab_env.py (2^28 float32, best
+    // of 7, the two loops against the general one in one library, same bits): rows of 64
+    // logcumsumexp 46.6% -> 49.8% of the floor, cummax 67.7% -> 70.9%. The other combines
+    // were level (0.99-1.01x; narrow-column cumprod 1.02x) with more registers in every
+    // kernel: they keep the general loop (docs/benchmarks/h200-2026-11-28-row-split.md).
+    if constexpr (kRuns || Combine::indexed) {
+      if (!head_init) {
+        const auto rescan = [&](auto excl) {
+#pragma unroll
+          for (int k = 0; k < kItems; ++k) {
+            obuf[padded(lane * kItems + k)] = step(k, (heads >> k) & 1u, src.lift_held(h[k]), excl);
+          }
+        };
+        if (exclusive) {
+          rescan(std::true_type{});
+        } else {
+          rescan(std::false_type{});
+        }
+        store();
+        return total;
+      }
     }
 #pragma unroll
     for (int k = 0; k < kItems; ++k) {
       const bool head = (heads >> k) & 1u;
       const state_t x = src.lift_held(h[k]);
-      lowered_t y{};
+      lowered_t y;
       if (head && head_init) {  // the row's start, then its first element
         const state_t s = s_next;
         if (((heads >> k) >> 1) != 0) s_next = row_start(++j_next);  // the next head's
-        if (exclusive) y = Sink::lower(s);
         w = Walk<Combine>::begin(s);
         w.push(x);
+        y = Sink::lower(exclusive ? s : w.value());
       } else {
-        // (Runs, k == 0: the prefix itself, not w.value(): a run's value() of its begin()
-        // state is not that state bit for bit: logcumsumexp's online (m, t) gives
-        // m + log1p(0), and -0.0 + 0 = +0.0, an initial -0.0's exclusive output. A chain's
-        // value() is its state: the code stays the one measured, as the select in every
-        // kernel cost the packed rows 3-8% on an H200, 2026-11-27.)
-        if constexpr (combine_runs<Combine>) {
-          if (exclusive) y = Sink::lower(head ? Combine::identity() : k == 0 ? prefix : w.value());
-        } else {
-          if (exclusive) y = Sink::lower(head ? Combine::identity() : w.value());
-        }
-        if (head) {
-          w = Walk<Combine>::begin(x);
-        } else {
-          w.push(x);
-        }
+        y = step(k, head, x, exclusive);
       }
-      if (!exclusive) y = Sink::lower(w.value());
       obuf[padded(lane * kItems + k)] = y;
     }
-    __syncwarp();
-    if constexpr (Sink::kMulNext) {
-      store_striped_next(dst, obuf, lo, n, seg, pos0, wq, reverse, lane);
-    } else {
-      store_striped(dst, obuf, lo, n, wq, reverse, lane, mk);
-    }
+    store();
     return total;
   }
 
@@ -524,17 +556,17 @@ struct RowTile {
             gather_vec(xbuf, u, reverse, v);
             dst.put_vec_ops(m0 + u, v, ops[j]);
           }
-          return;
-        }
+        } else {
 #pragma unroll
-        for (int j = 0; j < kItems / V; ++j) {
-          const int u = (j * kWarpSize + lane) * V;
-          lowered_t v[V];
-          gather_vec(xbuf, u, reverse, v);
-          if constexpr (Sink::kMaskPre) {
-            dst.put_vec_pre(m0 + u, v, mk.v[j]);
-          } else {
-            dst.put_vec(m0 + u, v);
+          for (int j = 0; j < kItems / V; ++j) {
+            const int u = (j * kWarpSize + lane) * V;
+            lowered_t v[V];
+            gather_vec(xbuf, u, reverse, v);
+            if constexpr (Sink::kMaskPre) {
+              dst.put_vec_pre(m0 + u, v, mk.v[j]);
+            } else {
+              dst.put_vec(m0 + u, v);
+            }
           }
         }
         return;

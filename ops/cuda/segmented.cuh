@@ -890,6 +890,27 @@ struct Tile {
     const int64_t dir = rev ? -1 : 1;
     auto w = Walk<C>::begin(before);
     int64_t pos = it.l0;
+    // One item that is not a row start under an initial value (a head without one restarts
+    // the walk from its element; the exclusive value there is the identity). `excl`: a bool,
+    // or std::true_type / std::false_type for a loop without the test.
+    const auto step = [&](int k, bool head, const state_t& x, auto excl) -> lowered_t {
+      lowered_t y{};
+      if (excl) {
+        // (Runs, k == 0: `before` itself, as in RowTile::scan: not the run's value() of it.)
+        if constexpr (combine_runs<C>) {
+          y = Sink::lower(head ? C::identity() : k == 0 ? before : w.value());
+        } else {
+          y = Sink::lower(head ? C::identity() : w.value());
+        }
+      }
+      if (head) {
+        w = Walk<C>::begin(x);
+      } else {
+        w.push(x);
+      }
+      if (!excl) y = Sink::lower(w.value());
+      return y;
+    };
     // A thread whose items hold no row start with an initial value (without `initial`, every
     // thread; with it, all but those of a row's first item) takes a loop without that case,
     // one for exclusive and one for inclusive scans: the general loop below tests both at
@@ -897,67 +918,40 @@ struct Tile {
     // 2^28, float32 cumsum reset=, share of the floor): 61-66% -> 66-72%; float16, cummax,
     // logcumsumexp, linear_recurrence 2-4 points. The same bits.
     const auto rescan = [&](auto excl) {
-      constexpr bool kExcl = decltype(excl)::value;
+#pragma unroll
+      for (int k = 0; k < K; ++k) {
+        const state_t x = lift(h[k], (it.keep >> k) & 1u, pos);
+        if constexpr (C::indexed) pos = next_pos(p, pos);
+        ob[slot(lane * K + k)] = step(k, (it.heads >> k) & 1u, x, excl);
+      }
+    };
+    if (!(init && it.row_heads != 0)) {
+      if (p.exclusive) {
+        rescan(std::true_type{});
+      } else {
+        rescan(std::false_type{});
+      }
+    } else {  // rows start here under initial values: it.j_first's and the rows after it
+      int64_t row = it.j_first;
+      state_t s_next = p.dst.line_start(row);
 #pragma unroll
       for (int k = 0; k < K; ++k) {
         const state_t x = lift(h[k], (it.keep >> k) & 1u, pos);
         if constexpr (C::indexed) pos = next_pos(p, pos);
         const bool head = (it.heads >> k) & 1u;
         lowered_t y;
-        if constexpr (kExcl) {
-          if constexpr (combine_runs<C>) {
-            y = Sink::lower(head ? C::identity() : k == 0 ? before : w.value());
-          } else {
-            y = Sink::lower(head ? C::identity() : w.value());
-          }
-        }
-        if (head) {
-          w = Walk<C>::begin(x);
-        } else {
-          w.push(x);
-        }
-        if constexpr (!kExcl) y = Sink::lower(w.value());
-        ob[slot(lane * K + k)] = y;
-      }
-    };
-    const bool fast = !(init && it.row_heads != 0);
-    if (fast && p.exclusive) {
-      rescan(std::true_type{});
-    } else if (fast) {
-      rescan(std::false_type{});
-    } else {
-      int64_t row = it.j_first;
-      state_t s_next = C::identity();
-      if (init && it.row_heads != 0) s_next = p.dst.line_start(row);
-#pragma unroll
-      for (int k = 0; k < K; ++k) {
-        const state_t x = lift(h[k], (it.keep >> k) & 1u, pos);
-        if constexpr (C::indexed) pos = next_pos(p, pos);
-        const bool head = (it.heads >> k) & 1u;
-        lowered_t y{};
-        if (init && head && ((it.row_heads >> k) & 1u)) {  // the row's start, then the item
+        if (head && ((it.row_heads >> k) & 1u)) {  // the row's start, then the item
           const state_t s = s_next;
           if ((it.row_heads >> k) >> 1) {
             row += dir;
             s_next = p.dst.line_start(row);
           }
-          if (p.exclusive) y = Sink::lower(s);
           w = Walk<C>::begin(s);
           w.push(x);
+          y = Sink::lower(p.exclusive ? s : w.value());
         } else {
-          // (Runs, k == 0: `before` itself, as in RowTile::scan: not the run's value() of it.)
-          if constexpr (combine_runs<C>) {
-            if (p.exclusive) y = Sink::lower(head ? C::identity() : k == 0 ? before : w.value());
-          } else {
-            if (p.exclusive) y = Sink::lower(head ? C::identity() : w.value());
-          }
-          if (head) {
-            w = Walk<C>::begin(x);
-          } else {
-            w.push(x);
-          }
+          y = step(k, head, x, p.exclusive);
         }
-        if (!p.exclusive) y = Sink::lower(w.value());
         ob[slot(lane * K + k)] = y;
       }
     }
