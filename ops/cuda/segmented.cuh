@@ -701,21 +701,13 @@ struct Tile {
   // a head, in W (each item widened). A row start with an initial value starts its row from
   // start(initial): the fold from that head is prefixed with it (the rows of the row starts
   // are j_first, j_first +- 1, ... in scan order).
-  // Items all kept (a full thread's, no mask: nearly every thread) fold without the keep
-  // test, a select and a bit test an element: see Tile::scan's rescan.
   static __device__ __forceinline__ seg_t fold(const P& p, const E (&h)[K], const Items& it) {
-    if (it.keep == low_bits<K>(K)) return fold_k(p, h, it, std::true_type{});
-    return fold_k(p, h, it, std::false_type{});
-  }
-  template <class Kept>
-  static __device__ __forceinline__ seg_t fold_k(const P& p, const E (&h)[K], const Items& it,
-                                                 Kept kept) {
     int64_t pos = it.l0;
-    auto w = Walk<W>::begin(CW::widen(lift(h[0], kept || (it.keep & 1u), pos)));
+    auto w = Walk<W>::begin(CW::widen(lift(h[0], it.keep & 1u, pos)));
 #pragma unroll
     for (int k = 1; k < K; ++k) {
       if constexpr (C::indexed) pos = next_pos(p, pos);
-      const carry_t x = CW::widen(lift(h[k], kept || ((it.keep >> k) & 1u), pos));
+      const carry_t x = CW::widen(lift(h[k], (it.keep >> k) & 1u, pos));
       if ((it.heads >> k) & 1u) {
         w = Walk<W>::begin(x);
       } else {
@@ -925,33 +917,19 @@ struct Tile {
     // every item, a branch an item around the row start. Measured on the H100 (bench/ab_env.py,
     // 2^28, float32 cumsum reset=, share of the floor): 61-66% -> 66-72%; float16, cummax,
     // logcumsumexp, linear_recurrence 2-4 points. The same bits.
-    const auto rescan = [&](auto excl, auto kept) {
+    const auto rescan = [&](auto excl) {
 #pragma unroll
       for (int k = 0; k < K; ++k) {
-        const state_t x = lift(h[k], kept || ((it.keep >> k) & 1u), pos);
+        const state_t x = lift(h[k], (it.keep >> k) & 1u, pos);
         if constexpr (C::indexed) pos = next_pos(p, pos);
         ob[slot(lane * K + k)] = step(k, (it.heads >> k) & 1u, x, excl);
       }
     };
     if (!(init && it.row_heads != 0)) {
-      // Items all kept (no mask and a full thread) rescan without the keep test (a select and
-      // a bit test an element, in fold too). H200, bench/ab_env.py (2^28, best of 7, the test
-      // switched on / off in one library, same bits): float32 cumsum reset= 49.0-54.6% ->
-      // 51.9-57.4% of the floor, float16 +1.9 points, linear_recurrence / logcumsumexp +1,
-      // cummax +0.4; masked_cumsum level (its items are not all kept).
-      const bool kept = it.keep == low_bits<K>(K);
       if (p.exclusive) {
-        if (kept) {
-          rescan(std::true_type{}, std::true_type{});
-        } else {
-          rescan(std::true_type{}, std::false_type{});
-        }
+        rescan(std::true_type{});
       } else {
-        if (kept) {
-          rescan(std::false_type{}, std::true_type{});
-        } else {
-          rescan(std::false_type{}, std::false_type{});
-        }
+        rescan(std::false_type{});
       }
     } else {  // rows start here under initial values: it.j_first's and the rows after it
       int64_t row = it.j_first;
