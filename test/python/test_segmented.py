@@ -1822,6 +1822,47 @@ def test_cuda_heads_at_tile_edges(op, seed):
 
 
 @needs_cuda
+@pytest.mark.parametrize("op", OPS)
+def test_cuda_last_head_of_chunks(op, seed):
+    """The flat kernel's chunks that do not start with a head reduce each warp's part from its
+    last step backwards and stop at the first step holding a head: rows of 3001 (row starts
+    anywhere in a chunk) with a reset in a few rows only, a reset whose storage starts one
+    byte past an aligned address, and a 1-D line with single resets just after, at and just
+    before chunk edges (reverse: the reset one past a chunk's memory makes its last head),
+    every flag, initial per row: against the CPU, exact for integers and cummax / cummin,
+    bitwise the same run to run."""
+    gen = torch.Generator().manual_seed(seed)
+    rows, length = 50, 3001
+    n1 = 1 << 18
+    base = torch.zeros(rows * length + 1, dtype=b8)
+    base[1:][torch.randperm(rows * length, generator=gen)[:7]] = True
+    cases = [((rows, length), 1, base[1:].view(rows, length))]
+    r1 = torch.zeros(n1, dtype=b8)
+    for e in (8192 * 3, 8192 * 5, 8192 * 9):
+        r1[e - 1] = True
+    r1[16384 * 7] = True
+    r1[16384 * 9 + 1] = True
+    cases.append(((n1,), 0, r1))
+    for shape, dim, r in cases:
+        for dt in LONG_DTYPES[op]:
+            x, mask, a = long_inputs(op, shape, dt, gen)
+            line = shape[:dim] + shape[dim + 1:]
+            c = rand(line, result_dtype(op, dt), gen, op)
+            for excl, rev in FLAGS:
+                for init in (None, c):
+                    cpu = call_reset(op, x, dim, excl, rev, init, r, mask, a)
+                    xs, rs, cs, ms, as_ = to("cuda", x, r, init, mask, a)
+                    if r.dim() == 2:  # keep the one-byte offset on the device as well
+                        rs = base.cuda()[1:].view(rows, length)
+                    got = call_reset(op, xs, dim, excl, rev, cs, rs, ms, as_)
+                    again = call_reset(op, xs, dim, excl, rev, cs, rs, ms, as_)
+                    ctx = f"cuda {op} {dt} {shape} excl={excl} rev={rev} init={init is not None}"
+                    assert same_bits(got, again), f"{ctx}: not bitwise reproducible"
+                    got = tuple(t.cpu() for t in got) if op in EXT else got.cpu()
+                    compare_long(op, got, cpu, dt, ctx)
+
+
+@needs_cuda
 def test_cuda_segment_many_and_long(seed):
     gen = torch.Generator().manual_seed(seed)
     for lengths, feat in (([int(n) for n in torch.randint(0, 40, (20000,), generator=gen)], (3,)),
