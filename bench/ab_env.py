@@ -92,6 +92,11 @@ def cases(n):
     out.append(("seg cummax uniform 1..4096", lambda: ops.cummax(f32, 0, reset=r), 17 * n))
     out.append(("seg logcumsumexp uniform 1..4096",
                 lambda: ops.logcumsumexp(f32, 0, reset=r), 9 * n))
+    r1 = reset_of("one segment", n, gen)
+    out.append(("seg cumsum float16 one segment", lambda: ops.cumsum(h16, 0, reset=r1), 5 * n))
+    out.append(("seg cummax one segment", lambda: ops.cummax(f32, 0, reset=r1), 17 * n))
+    out.append(("seg cumsum reverse one segment",
+                lambda: ops.cumsum(f32, 0, reverse=True, reset=r1), 9 * n))
     # the row kernels: packed short rows (a segment head at every row start), rows of one
     # tile or a few (a block a row), rows chained by look-back
     short = f32.view(-1, 64)

@@ -739,10 +739,14 @@ struct Tile {
     seg_t run = SC::identity();
     // The warp's steps last to first, up to the first (from the end) that holds a head:
     // SegmentedCombine drops whatever precedes a head, so the steps before it are not read.
-    // (The chunk's last head found first by the whole block, and the fold from it spread
-    // over the block: chunks of one segment 7% slower on an H200, a barrier and a round trip
-    // to L2 before the first load; h200-2026-11-28-last-head.md.) An int counter: an int64
-    // one cost float32's kernel an 8-byte stack frame and 0.7 points on one segment.
+    // H200, 2^28 float32 cumsum reset= (h200-2026-11-28-last-head.md): uniform 1..64
+    // 54.0% -> 58.5% of the floor, 1..4096 53.7% -> 54.7%, one segment 50.3% -> 50.6%.
+    // Stops that need the whole block (a barrier) were faster where chunks hold heads and
+    // slower on one segment (the barrier alone: 50.6% -> 48.9%): the chunk's last head found
+    // first from the reset bytes, the fold from it spread over the block (47.1%); pieces
+    // in rounds from the chunk's end, all warps stopping after a round with a head (48.8%,
+    // but 1..4096 59.7%). An int counter: an int64 one cost float32's kernel an 8-byte
+    // stack frame and 0.7 points on one segment.
 #pragma unroll 1
     for (int s = static_cast<int>(steps) - 1; s >= 0; --s) {
       const int64_t q0 = (warp * steps + s) * kWarpItems + lane * K;
