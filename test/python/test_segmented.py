@@ -868,6 +868,22 @@ def compare_long(op, got, ref, dt, ctx):
         torch.testing.assert_close(got, ref, rtol=2e-4, atol=2e-4 * scale, msg=lambda m: f"{ctx}: {m}")
 
 
+def check_cuda_reset(op, dt, x, dim, excl, rev, init, r, mask, a, ctx, reset_cuda=None):
+    """The CUDA result of a reset-form call against the CPU one (compare_long), bitwise the
+    same run to run; returns it on the CPU. reset_cuda: the reset to pass on the device, where
+    its layout matters (else r copied)."""
+    cpu = call_reset(op, x, dim, excl, rev, init, r, mask, a)
+    xs, rs, cs, ms, as_ = to("cuda", x, r, init, mask, a)
+    if reset_cuda is not None:
+        rs = reset_cuda
+    got = call_reset(op, xs, dim, excl, rev, cs, rs, ms, as_)
+    again = call_reset(op, xs, dim, excl, rev, cs, rs, ms, as_)
+    assert same_bits(got, again), f"{ctx}: not bitwise reproducible"
+    got = tuple(t.cpu() for t in got) if op in EXT else got.cpu()
+    compare_long(op, got, cpu, dt, ctx)
+    return got
+
+
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("op", OPS)
 def test_long_lines(op, device, seed):
@@ -1767,14 +1783,8 @@ def test_cuda_shapes(op, seed):
             c = rand(line_shape(shape, dim), result_dtype(op, dt), gen, op)
             for excl, rev in FLAGS:
                 init = c if (k + excl + rev) % 2 else None
-                cpu = call_reset(op, x, dim, excl, rev, init, r, mask, a)
-                xs, rs, cs, ms, as_ = to("cuda", x, r, init, mask, a)
-                got = call_reset(op, xs, dim, excl, rev, cs, rs, ms, as_)
-                again = call_reset(op, xs, dim, excl, rev, cs, rs, ms, as_)
                 ctx = f"cuda {op} {shape} dim={dim} {layout} {dt} excl={excl} rev={rev} init={init is not None}"
-                assert same_bits(got, again), f"{ctx}: not bitwise reproducible"
-                got = tuple(t.cpu() for t in got) if op in EXT else got.cpu()
-                compare_long(op, got, cpu, dt, ctx)
+                got = check_cuda_reset(op, dt, x, dim, excl, rev, init, r, mask, a, ctx)
                 if op in ("cumsum", "masked_cumsum") and dt == i64:
                     assert_exact(got, vec_segmented_cumsum(x, dim, excl, rev, r, init, mask), ctx)
                 if op in EXT and dt == i32 and init is None:
@@ -1811,14 +1821,8 @@ def test_cuda_heads_at_tile_edges(op, seed):
         c = rand((), result_dtype(op, dt), gen, op)
         for excl, rev in FLAGS:
             for init in (None, c):
-                cpu = call_reset(op, x, 0, excl, rev, init, r, mask, a)
-                xs, rs, cs, ms, as_ = to("cuda", x, r, init, mask, a)
-                got = call_reset(op, xs, 0, excl, rev, cs, rs, ms, as_)
-                again = call_reset(op, xs, 0, excl, rev, cs, rs, ms, as_)
                 ctx = f"cuda {op} {dt} excl={excl} rev={rev} init={init is not None}"
-                assert same_bits(got, again), f"{ctx}: not bitwise reproducible"
-                got = tuple(t.cpu() for t in got) if op in EXT else got.cpu()
-                compare_long(op, got, cpu, dt, ctx)
+                check_cuda_reset(op, dt, x, 0, excl, rev, init, r, mask, a, ctx)
 
 
 @needs_cuda
@@ -1844,22 +1848,17 @@ def test_cuda_last_head_of_chunks(op, seed):
     r1[16384 * 9 + 1] = True
     cases.append(((n1,), 0, r1))
     for shape, dim, r in cases:
+        # (the rows' reset keeps its one-byte offset on the device as well)
+        r_cuda = to("cuda", base)[0][1:].view(rows, length) if r.dim() == 2 else None
         for dt in LONG_DTYPES[op]:
             x, mask, a = long_inputs(op, shape, dt, gen)
             line = shape[:dim] + shape[dim + 1:]
             c = rand(line, result_dtype(op, dt), gen, op)
             for excl, rev in FLAGS:
                 for init in (None, c):
-                    cpu = call_reset(op, x, dim, excl, rev, init, r, mask, a)
-                    xs, rs, cs, ms, as_ = to("cuda", x, r, init, mask, a)
-                    if r.dim() == 2:  # keep the one-byte offset on the device as well
-                        rs = base.cuda()[1:].view(rows, length)
-                    got = call_reset(op, xs, dim, excl, rev, cs, rs, ms, as_)
-                    again = call_reset(op, xs, dim, excl, rev, cs, rs, ms, as_)
                     ctx = f"cuda {op} {dt} {shape} excl={excl} rev={rev} init={init is not None}"
-                    assert same_bits(got, again), f"{ctx}: not bitwise reproducible"
-                    got = tuple(t.cpu() for t in got) if op in EXT else got.cpu()
-                    compare_long(op, got, cpu, dt, ctx)
+                    check_cuda_reset(op, dt, x, dim, excl, rev, init, r, mask, a, ctx,
+                                     reset_cuda=r_cuda)
 
 
 @needs_cuda
