@@ -423,8 +423,8 @@ void launch_columns(const Args<C, in_t, out_t>& a, const LaunchContext& ctx) {
 //     prefix;
 //   - otherwise it reduces the chunk (a first read: each warp folds a contiguous eighth of
 //     it, K consecutive elements per lane loaded as vectors, a warp scan of the lanes' folds,
-//     its steps from the last and none before the last that holds a head; one barrier for
-//     the eight warps'), finds its carry by a look-back over the chunks
+//     its steps from the last back to the first that holds a head, the ones before unread;
+//     one barrier for the eight warps'), finds its carry by a look-back over the chunks
 //     before it, then scans its tiles from the carry (a second read, from L2: a chunk is
 //     ~32 KB of input, asked of L2 first).
 // A scan tile: warp-striped vector loads of the input (and coefficients) through a padded
