@@ -1852,8 +1852,7 @@ def test_cuda_last_head_of_chunks(op, seed):
         r_cuda = to("cuda", base)[0][1:].view(rows, length) if r.dim() == 2 else None
         for dt in LONG_DTYPES[op]:
             x, mask, a = long_inputs(op, shape, dt, gen)
-            line = shape[:dim] + shape[dim + 1:]
-            c = rand(line, result_dtype(op, dt), gen, op)
+            c = rand(line_shape(shape, dim), result_dtype(op, dt), gen, op)
             for excl, rev in FLAGS:
                 for init in (None, c):
                     ctx = f"cuda {op} {dt} {shape} excl={excl} rev={rev} init={init is not None}"
