@@ -122,6 +122,36 @@ struct Walk<LogAddExpCombine<float>, true> {
   }
 };
 
+// One rescan item of a tile agent's thread walk `w` that is not a row start under an initial
+// value: a head restarts the walk from its element (the exclusive value there is the
+// identity); returns the item's lowered output. `first`: the thread's carry in, the exclusive
+// value of item k == 0 for runs. `excl`: a bool, or std::true_type / std::false_type for a
+// loop without the test. (Runs, k == 0: `first` itself, not w.value(): a run's value() of
+// its begin() state is not that state bit for bit: logcumsumexp's online (m, t) gives
+// m + log1p(0), and -0.0 + 0 = +0.0, an initial -0.0's exclusive output. A chain's value()
+// is its state: the code stays the one measured, as the select in every kernel cost the
+// packed rows 3-8% on an H200, 2026-11-27.)
+template <class Combine, class Sink, class Excl>
+__device__ __forceinline__ typename Sink::lowered_t rescan_step(
+    Walk<Combine>& w, int k, bool head, const typename Combine::state_t& x,
+    const typename Combine::state_t& first, Excl excl) {
+  typename Sink::lowered_t y{};
+  if (excl) {
+    if constexpr (combine_runs<Combine>) {
+      y = Sink::lower(head ? Combine::identity() : k == 0 ? first : w.value());
+    } else {
+      y = Sink::lower(head ? Combine::identity() : w.value());
+    }
+  }
+  if (head) {
+    w = Walk<Combine>::begin(x);
+  } else {
+    w.push(x);
+  }
+  if (!excl) y = Sink::lower(w.value());
+  return y;
+}
+
 // The carries of a scan: the totals of runs of elements (a thread's run in a tile, a chunk
 // of a column) and everything folded from them across threads, tiles and chunks (block
 // scans, look-backs, the scan of chunk totals), as distinct from the per-element walk that

@@ -340,30 +340,9 @@ struct RowTile {
       store();
       return total;
     }
-    // One item that is not a row start under an initial value: a head without one restarts
-    // the walk from its element (the exclusive value there is the identity). `excl`: a bool,
-    // or std::true_type / std::false_type for a loop without the test.
-    // (Runs, k == 0: the prefix itself, not w.value(): a run's value() of its begin()
-    // state is not that state bit for bit: logcumsumexp's online (m, t) gives
-    // m + log1p(0), and -0.0 + 0 = +0.0, an initial -0.0's exclusive output. A chain's
-    // value() is its state: the code stays the one measured, as the select in every
-    // kernel cost the packed rows 3-8% on an H200, 2026-11-27.)
+    // One item that is not a row start under an initial value (common.cuh's rescan_step).
     const auto step = [&](int k, bool head, const state_t& x, auto excl) -> lowered_t {
-      lowered_t y{};
-      if (excl) {
-        if constexpr (combine_runs<Combine>) {
-          y = Sink::lower(head ? Combine::identity() : k == 0 ? prefix : w.value());
-        } else {
-          y = Sink::lower(head ? Combine::identity() : w.value());
-        }
-      }
-      if (head) {
-        w = Walk<Combine>::begin(x);
-      } else {
-        w.push(x);
-      }
-      if (!excl) y = Sink::lower(w.value());
-      return y;
+      return rescan_step<Combine, Sink>(w, k, head, x, prefix, excl);
     };
     // Without initial values, logcumsumexp (runs) and cummax / cummin (indexed) rescan in a
     // loop without the row start's case, one for exclusive and one for inclusive scans: the

@@ -902,26 +902,9 @@ struct Tile {
     const int64_t dir = rev ? -1 : 1;
     auto w = Walk<C>::begin(before);
     int64_t pos = it.l0;
-    // One item that is not a row start under an initial value (a head without one restarts
-    // the walk from its element; the exclusive value there is the identity). `excl`: a bool,
-    // or std::true_type / std::false_type for a loop without the test.
+    // One item that is not a row start under an initial value (common.cuh's rescan_step).
     const auto step = [&](int k, bool head, const state_t& x, auto excl) -> lowered_t {
-      lowered_t y{};
-      if (excl) {
-        // (Runs, k == 0: `before` itself, as in RowTile::scan: not the run's value() of it.)
-        if constexpr (combine_runs<C>) {
-          y = Sink::lower(head ? C::identity() : k == 0 ? before : w.value());
-        } else {
-          y = Sink::lower(head ? C::identity() : w.value());
-        }
-      }
-      if (head) {
-        w = Walk<C>::begin(x);
-      } else {
-        w.push(x);
-      }
-      if (!excl) y = Sink::lower(w.value());
-      return y;
+      return rescan_step<C, Sink>(w, k, head, x, before, excl);
     };
     // A thread whose items hold no row start with an initial value (without `initial`, every
     // thread; with it, all but those of a row's first item) takes a loop without that case,
