@@ -117,6 +117,15 @@ def cases(n):
                 lambda: ops.linear_recurrence(a.view(-1, 64), short, 1), 12 * n))
     out.append(("rows cumsum (N/16384, 16384)",
                 lambda: ops.cumsum(f32.view(-1, 16384), 1), 8 * n))
+    # rows mode (a block a row, tile by tile): long rows, many of them
+    out.append(("rows cumsum (N/65536, 65536)",
+                lambda: ops.cumsum(f32.view(-1, 65536), 1), 8 * n))
+    out.append(("rows linear_recurrence (N/65536, 65536)",
+                lambda: ops.linear_recurrence(a.view(-1, 65536), f32.view(-1, 65536), 1), 12 * n))
+    out.append(("rows linear_recurrence (N/4096, 4096)",
+                lambda: ops.linear_recurrence(a.view(-1, 4096), f32.view(-1, 4096), 1), 12 * n))
+    out.append(("rows cumprod (N/16384, 16384)",
+                lambda: ops.cumprod(f32.view(-1, 16384), 1), 8 * n))
     out.append(("rows cumsum float16 (N/32768, 32768)",
                 lambda: ops.cumsum(h16.view(-1, 32768), 1), 4 * n))
     out.append(("rows cumsum exclusive (64, N/64)",
