@@ -24,7 +24,6 @@ process: one that cannot load, refuses a shape or faults is reported and not tim
 """
 import argparse
 import os
-import statistics
 import sys
 import time
 
@@ -34,20 +33,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "python"))
 import scanops  # noqa: E402,F401
 
 ops = torch.ops.scanops
-
-
-def time_ms(fn, reps):
-    """Median of `reps` CUDA-event timings of fn()."""
-    times = []
-    for _ in range(reps):
-        a = torch.cuda.Event(enable_timing=True)
-        b = torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b))
-    return statistics.median(times)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_gpu import time_once_ms as time_ms  # noqa: E402  (median of CUDA-event timings)
 
 
 def load_accelerated_scan(warp_lib, only=None):
