@@ -8,9 +8,9 @@
 # The kernels' source is unchanged but for its include of torch/extension.h (Python headers),
 # replaced by ATen/ATen.h; the nvcc flags are those of its load_inline call plus torch's own.
 set -euo pipefail
-out=${1:?OUT_DIR}
-mkdir -p "$out"
-py=${PYTHON:-$(dirname "$0")/../.venv/bin/python}
+mkdir -p "${1:?OUT_DIR}"
+out=$(cd "$1" && pwd)
+py=${PYTHON:-$(cd "$(dirname "$0")/.." && pwd)/.venv/bin/python}
 if [ -z "${ACCSCAN_DIR:-}" ]; then
   "$py" -m pip download --no-deps -q -d "$out" accelerated-scan==0.3.1
   (cd "$out" && "$py" -m zipfile -e accelerated_scan-0.3.1-py3-none-any.whl .)
