@@ -124,6 +124,30 @@ def cases(n):
                 lambda: ops.linear_recurrence(a.view(-1, 65536), f32.view(-1, 65536), 1), 12 * n))
     out.append(("rows linear_recurrence (N/4096, 4096)",
                 lambda: ops.linear_recurrence(a.view(-1, 4096), f32.view(-1, 4096), 1), 12 * n))
+    out.append(("rows linear_recurrence reverse (N/4096, 4096)",
+                lambda: ops.linear_recurrence(a.view(-1, 4096), f32.view(-1, 4096), 1,
+                                              reverse=True), 12 * n))
+    out.append(("rows linear_recurrence (N/2048, 2048)",
+                lambda: ops.linear_recurrence(a.view(-1, 2048), f32.view(-1, 2048), 1), 12 * n))
+    out.append(("rows cumsum (N/8192, 8192)",
+                lambda: ops.cumsum(f32.view(-1, 8192), 1), 8 * n))
+    # forward + backward (the backward is a reverse scan of the gradient by the row kernels):
+    # 32 bytes an element (a, x in, h out; dh, a, h in, da, dx out)
+    ag, xg = a.clone().requires_grad_(), f32.clone().requires_grad_()
+    dh = torch.randn(n, device="cuda")
+    for t in (65536, 4096):
+        out.append((f"rows linear_recurrence fwd+bwd (N/{t}, {t})",
+                    lambda t=t: torch.autograd.grad(
+                        ops.linear_recurrence(ag.view(-1, t), xg.view(-1, t), 1), (ag, xg),
+                        dh.view(-1, t))[0], 32 * n))
+    # cumprod / logcumsumexp: 24 bytes (x in, y out; dy, x, y in, dx out)
+    for t in (64, 16384):
+        out.append((f"rows cumprod fwd+bwd (N/{t}, {t})",
+                    lambda t=t: torch.autograd.grad(ops.cumprod(ag.view(-1, t), 1), ag,
+                                                    dh.view(-1, t))[0], 24 * n))
+        out.append((f"rows logcumsumexp fwd+bwd (N/{t}, {t})",
+                    lambda t=t: torch.autograd.grad(ops.logcumsumexp(xg.view(-1, t), 1), xg,
+                                                    dh.view(-1, t))[0], 24 * n))
     out.append(("rows cumprod (N/16384, 16384)",
                 lambda: ops.cumprod(f32.view(-1, 16384), 1), 8 * n))
     out.append(("rows cumsum float16 (N/32768, 32768)",

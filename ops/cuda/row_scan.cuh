@@ -656,6 +656,23 @@ constexpr int row_min_blocks() {
 template <class Source, class Sink, int kItems>
 constexpr int kRowMinBlocks = row_min_blocks<Source, Sink, kItems>();
 
+// Whether row_scan_kernel asks L2 for the next work item / tile (see kAhead there): the
+// 2-block kernels, but not two of them at the 128-register cap whose code the prefetch
+// changed for the worse in the modes that do not run it (H200, bench/ab_env.py, the library
+// before and after): rows of lanes (`typename Source::L`, lanes_scan.cuh; float32 cumprod
+// along dim 0 of (N/4, 4), a look-back line: 42% -> 39% of copy) and linear_recurrence's
+// backward, which writes both gradients (MulNextSink<..., true>: fwd+bwd of (N/4096, 4096)
+// rows, 79% -> 76%). Without it their kernels are the ones before.
+template <class Sink>
+struct writes_second_product : std::false_type {};
+template <class Combine, class out_t>
+struct writes_second_product<MulNextSink<Combine, out_t, true>> : std::true_type {};
+template <class Source, class Sink, int kItems>
+constexpr bool row_prefetches_ahead() {
+  if constexpr (requires { typename Source::L; }) return false;
+  return kRowMinBlocks<Source, Sink, kItems> == 2 && !writes_second_product<Sink>::value;
+}
+
 // Work items: packed mode, tile t holds rows [t * R, t * R + R), a segment head at every row
 // start; rows mode, item r is row r, scanned tile by tile carrying the state (both grid-
 // stride); look-back mode, item c is tile c % T of row c / T (T tiles per row), taken in
@@ -682,6 +699,20 @@ __global__ void __launch_bounds__(kRowThreads, kRowMinBlocks<Source, Sink, kItem
   // registers it keeps spilled: rows 95% -> 90%, 1-D 69-71% -> 64-66%.
   constexpr bool kOverlap =
       lookback_packs<lb_state_t> && kRowMinBlocks<Source, Sink, kItems> == 2;
+  // Packed and rows modes ask L2 for the block's next work item / the row's next tile while
+  // the current one is scanned, so that a block keeps its next tile's loads in flight (at 2
+  // blocks per SM one tile of loads a block was too little). Measured on the H200 (2^28
+  // float32, bench/ab_env.py, one library, the distance an experiment switch): packed rows of
+  // 64 cumsum 82% -> 85% of copy, cummax 71% -> 73%, linear_recurrence rows of 2048-4096
+  // (packed: a row a tile) 80% -> 81.5%, rows of 8192 82% -> 85%; rows mode, rows of 16384
+  // cumsum 91.5% -> 95%, cumprod 90% -> 93%, linear_recurrence rows of 65536 84% -> 89%.
+  // Two or three items ahead were slower than one (packed rows of 64 cumsum: 75% / 66%); the
+  // next row's first tile asked at a row's last tile gained nothing. The 4-block kernels
+  // (2-byte inputs) lost with it (float16 rows of 64: 56% -> 55%), so only the 2-block kernels
+  // prefetch (row_prefetches_ahead). Before / after on every bench case:
+  // docs/benchmarks/h200-2026-11-28-row-prefetch.md (one look-back line of logcumsumexp,
+  // which does not run it, 1% slower).
+  constexpr bool kAhead = row_prefetches_ahead<Source, Sink, kItems>();
   __shared__ typename Tile::Storage storage;
   __shared__ typename LookBack<LWide>::Storage lookback_storage;
   __shared__ int64_t next_item;
@@ -712,6 +743,11 @@ __global__ void __launch_bounds__(kRowThreads, kRowMinBlocks<Source, Sink, kItem
       const int n = rows * static_cast<int>(g.length);
       // The tile's rows' initial values, asked of L2 while the tile loads (read at the heads).
       dst.prefetch_initial(r0, rows, threadIdx.x, kRowThreads);
+      if (kAhead && item + gridDim.x < items) {  // (packed items are contiguous)
+        const int64_t r1 = r0 + int64_t{gridDim.x} * g.rows_per_tile;
+        const int64_t rows1 = std::min<int64_t>(g.rows_per_tile, g.rows - r1);
+        src.prefetch_l2(r1 * g.length, rows1 * g.length, threadIdx.x, kRowThreads);
+      }
       Tile::scan(storage, src, dst, r0 * g.length, n, static_cast<int>(g.length),
                  g.reverse ? r0 + rows - 1 : r0, no_carry, g.reverse, g.exclusive);
       continue;
@@ -782,6 +818,12 @@ __global__ void __launch_bounds__(kRowThreads, kRowMinBlocks<Source, Sink, kItem
       int64_t lo, pos0;
       int n;
       tile_range(t, lo, n, pos0);
+      if (kAhead && !g.lookback && t + 1 < t1) {  // (look-back chunks prefetch whole, above)
+        int64_t lo1, unused;
+        int n1;
+        tile_range(t + 1, lo1, n1, unused);
+        src.prefetch_l2(lo1, n1, threadIdx.x, kRowThreads);
+      }
       carry = Tile::scan(
           storage, src, dst, lo, n, 0, pos0,
           [&](const state_t&) {
