@@ -87,6 +87,11 @@ struct LanesSource {
   }
 };
 
+// Rows of lanes keep the row kernels' code without the prefetch ahead (row_prefetches_ahead:
+// with it, float32 cumprod along dim 0 of (N/4, 4) went from 42% to 39% of copy on the H200).
+template <class Combine, class in_t, int K>
+struct row_prefetch_opt_out<LanesSource<Combine, in_t, K>> : std::true_type {};
+
 // Row r's K outputs at out + r * K; line o's initial values at initial + o * K (DeviceProblem:
 // line (o, i) at o * inner + i). The backward fusions' epilogue (add, mul, mul_mask: element
 // i of the problem at i): apply_epilogue, as every sink.

@@ -646,10 +646,24 @@ struct RowTile {
 // (3 blocks: 87% / 96%); float32 rows stay at 2 (95.5-96.5% at 2, 3 or 4 blocks) and 1-D
 // float32 look-back rows lose with more (70% at 2, 61-63% at 3-4). Sources with broadcast
 // companions keep 2 (at 64 registers their index fields spilled ~350 bytes).
+//
+// Exception: the float32 linear recurrence's forward kernel (float64 carries; 16 items, 120
+// registers at 2 blocks) runs 3 blocks per SM (80 registers, 16 bytes of stack), without the
+// prefetch ahead (row_prefetches_ahead: 2-block kernels only). Measured on the H200
+// (bench/linrec_blocks_bench.cu, kernel level, share of a 12-byte copy): rows of 4096 (rows
+// mode) 80% -> 90%, of 8192 87% -> 94%, of 65536 89% -> 93%, of 64 (packed) 81% -> 88%, rows
+// of 2048 (packed) 66% -> 76%, one line (look-back) 45% -> 49%. 16 items at 3 blocks beat 8
+// at 4 (62 registers) on rows of 64 (80%) and along one line (45%).
+template <class Source, class Sink>
+struct linrec_f32_forward : std::false_type {};
+template <>
+struct linrec_f32_forward<InputSource<AffineCombine<float>, float>,
+                          OutputSink<AffineCombine<float>, float>> : std::true_type {};
 template <class Source, class Sink, int kItems>
 constexpr int row_min_blocks() {
   using held_t = typename Source::held_t;
   using lowered_t = typename Sink::lowered_t;
+  if (linrec_f32_forward<Source, Sink>::value) return 3;
   if (sizeof(lowered_t) < 4 && sizeof(held_t) <= 4 && !Source::kCompanions) return 4;
   return kItems * ((std::max(sizeof(held_t), sizeof(lowered_t)) + 3) / 4) <= 16 ? 4 : 2;
 }
@@ -659,18 +673,20 @@ constexpr int kRowMinBlocks = row_min_blocks<Source, Sink, kItems>();
 // Whether row_scan_kernel asks L2 for the next work item / tile (see kAhead there): the
 // 2-block kernels, but not two of them at the 128-register cap whose code the prefetch
 // changed for the worse in the modes that do not run it (H200, bench/ab_env.py, the library
-// before and after): rows of lanes (`typename Source::L`, lanes_scan.cuh; float32 cumprod
+// before and after): rows of lanes (row_prefetch_opt_out, lanes_scan.cuh; float32 cumprod
 // along dim 0 of (N/4, 4), a look-back line: 42% -> 39% of copy) and linear_recurrence's
 // backward, which writes both gradients (MulNextSink<..., true>: fwd+bwd of (N/4096, 4096)
 // rows, 79% -> 76%). Without it their kernels are the ones before.
+template <class Source>
+struct row_prefetch_opt_out : std::false_type {};  // specialized: lanes_scan.cuh
 template <class Sink>
 struct writes_second_product : std::false_type {};
 template <class Combine, class out_t>
 struct writes_second_product<MulNextSink<Combine, out_t, true>> : std::true_type {};
 template <class Source, class Sink, int kItems>
 constexpr bool row_prefetches_ahead() {
-  if constexpr (requires { typename Source::L; }) return false;
-  return kRowMinBlocks<Source, Sink, kItems> == 2 && !writes_second_product<Sink>::value;
+  return kRowMinBlocks<Source, Sink, kItems> == 2 && !row_prefetch_opt_out<Source>::value &&
+         !writes_second_product<Sink>::value;
 }
 
 // Work items: packed mode, tile t holds rows [t * R, t * R + R), a segment head at every row
@@ -738,14 +754,19 @@ __global__ void __launch_bounds__(kRowThreads, kRowMinBlocks<Source, Sink, kItem
     if (item >= items) break;  // uniform over the block
 
     if (packed) {
-      const int64_t r0 = item * g.rows_per_tile;
-      const int rows = static_cast<int>(std::min<int64_t>(g.rows_per_tile, g.rows - r0));
+      // Packed item i: rows [r, r + item_rows(i, r)) (rows_per_tile, fewer in the last item).
+      const auto item_rows = [&](int64_t i, int64_t& r) {
+        r = i * g.rows_per_tile;
+        return static_cast<int>(std::min<int64_t>(g.rows_per_tile, g.rows - r));
+      };
+      int64_t r0;
+      const int rows = item_rows(item, r0);
       const int n = rows * static_cast<int>(g.length);
       // The tile's rows' initial values, asked of L2 while the tile loads (read at the heads).
       dst.prefetch_initial(r0, rows, threadIdx.x, kRowThreads);
-      if (kAhead && item + gridDim.x < items) {  // (packed items are contiguous)
-        const int64_t r1 = r0 + int64_t{gridDim.x} * g.rows_per_tile;
-        const int64_t rows1 = std::min<int64_t>(g.rows_per_tile, g.rows - r1);
+      if (kAhead && item + gridDim.x < items) {
+        int64_t r1;
+        const int rows1 = item_rows(item + gridDim.x, r1);
         src.prefetch_l2(r1 * g.length, rows1 * g.length, threadIdx.x, kRowThreads);
       }
       Tile::scan(storage, src, dst, r0 * g.length, n, static_cast<int>(g.length),
@@ -884,7 +905,12 @@ void scan_rows(const LaunchContext& ctx, const Source& src, const Sink& dst, int
   ChunkStatus<state_t> status{};
   int64_t items = rows;
   const int64_t row_tiles = ceil_div(length, kTile);
-  if (length <= kTile) {  // short rows: whole rows packed into segmented tiles
+  // Short rows: whole rows packed into segmented tiles, where two or more fit a tile. A row of
+  // more than half a tile is scanned in rows mode (a block a row, a row start's state as its
+  // carry), not alone in a packed tile with its heads: H200 (bench/linrec_blocks_bench.cu,
+  // kernel level, share of copy), float32 cumsum rows of 8192 (one tile) 85% -> 92.5%,
+  // linear_recurrence rows of 4096 72% -> 80% (at 2 blocks per SM; 81% -> 90% at 3).
+  if (2 * length <= kTile) {
     g.rows_per_tile = static_cast<int>(kTile / length);
     items = ceil_div(rows, g.rows_per_tile);
   } else if (rows < ctx.sms * kRowsWantedPerSM && row_tiles > kMaxRowModeTiles) {

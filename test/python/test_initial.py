@@ -294,6 +294,47 @@ def test_long_lines_and_layouts(op, device):
                                if op not in ("cummax", "cummin") else call(op, x, dim, excl, rev, init, mask, a)[0])
 
 
+# Rows of more than half a row tile and at most one or two (the row tiles hold 2048-16384
+# elements by op and dtype): the CUDA row kernel scans such a row alone, a block a row (rows
+# mode), while two or more shorter rows share a packed tile. Every op and flag with an initial
+# value, against the CPU scan in float64 of the line with the initial value prepended.
+ONE_TILE = [1025, 2048, 2049, 4096, 4097, 6000, 8192, 8193, 12000, 16384]
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("op", OPS)
+def test_cuda_rows_of_about_one_tile(op):
+    gen = torch.Generator().manual_seed(12)
+    dts = [torch.float32, torch.float64]
+    if op in ("cumsum", "masked_cumsum", "logcumsumexp", "cummax", "cummin"):
+        dts.append(torch.float16)
+    for dt, n, (excl, rev) in itertools.product(dts, ONE_TILE, FLAGS):
+        shape = (3, n)
+        x = rand(shape, dt, gen, op)
+        if op == "cumprod":  # keep long products finite
+            x = torch.where(torch.rand(shape, generator=gen) < 0.5, 1.0, x.clamp(0.999, 1.001)).to(dt)
+        init = rand((3,), result_dtype(op, dt), gen, op)
+        mask = torch.rand(shape, generator=gen) < 0.5 if op == "masked_cumsum" else None
+        a = rand(shape, dt, gen, op, role="a") if op == "linear_recurrence" else None
+        cuda = lambda t: None if t is None else t.cuda()  # noqa: E731
+        got = call(op, cuda(x), 1, excl, rev, cuda(init), cuda(mask), cuda(a))
+        again = call(op, cuda(x), 1, excl, rev, cuda(init), cuda(mask), cuda(a))
+        ctx = (op, dt, n, excl, rev)
+        if op in ("cummax", "cummin"):
+            ref = prepended(op, x, 1, excl, rev, init, mask, a)
+            assert torch.equal(got[0].cpu(), ref[0]) and torch.equal(got[1].cpu(), ref[1]), ctx
+            assert torch.equal(got[1], again[1]), ctx
+            got, again = got[0], again[0]
+        else:
+            wide = lambda t: None if t is None else t.double()  # noqa: E731
+            ref = prepended(op, x.double(), 1, excl, rev, init.double(), mask, wide(a))
+            tol = 2e-3 if dt == torch.float16 else 2e-4
+            torch.testing.assert_close(got.cpu().double(), ref, rtol=tol,
+                                       atol=tol * max(1.0, float(ref.abs().max())), msg=str(ctx))
+        assert got.dtype == result_dtype(op, dt), ctx
+        assert torch.equal(got.view(-1).view(torch.uint8), again.view(-1).view(torch.uint8)), ctx
+
+
 def final_state(op, y, x, dim, exclusive, reverse, mask=None, a=None):
     """The state after a chunk: the last value in scan order of an inclusive scan; for an
     exclusive one, that value combined with the chunk's last element."""
