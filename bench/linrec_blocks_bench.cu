@@ -13,7 +13,7 @@
 //   nvcc -std=c++20 --expt-relaxed-constexpr -O3 -gencode arch=compute_90,code=sm_90 -I. \
 //        -I<site-packages>/torch/include -o build-micro/linrec_blocks_bench \
 //        bench/linrec_blocks_bench.cu
-//   build-micro/linrec_blocks_bench rows length [reps]
+//   build-micro/linrec_blocks_bench rows length [reps]   (switches: bench/row_launch.cuh)
 
 #include <algorithm>
 #include <cmath>
@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "bench/micro_common.cuh"
+#include "bench/row_launch.cuh"
 #include "ops/cuda/row_scan.cuh"
 
 using namespace scanops;
@@ -57,30 +58,10 @@ SCANOPS_PF(4, 4, true)
 namespace {
 
 // The row kernel in rows / packed / look-back mode as scan_rows picks it, kItems forced.
-// PACKED_MIN_ROWS=k: whole rows are packed into tiles only where k or more fit a tile (the
-// library: 2, before 2026-11-28: 1); longer rows go to rows mode (a block a row, tile by tile).
 template <int kItems, class Sink, class C = Aff, class S = Src>
 void launch(const LaunchContext& ctx, Arena& arena, const S& src, const Sink& dst, int64_t rows,
             int64_t length) {
-  using state_t = typename LookbackCarry<C>::state_t;
-  static const int64_t min_rows = getenv("PACKED_MIN_ROWS") ? atoll(getenv("PACKED_MIN_ROWS")) : 2;
-  arena.used = 0;
-  constexpr int64_t kTile = int64_t{kRowThreads} * kItems;
-  RowGeometry g{rows, length, 0, false, false, false};
-  ChunkStatus<state_t> status{};
-  int64_t items = rows;
-  const int64_t row_tiles = ceil_div(length, kTile);
-  if (length * min_rows <= kTile) {
-    g.rows_per_tile = static_cast<int>(kTile / length);
-    items = ceil_div(rows, g.rows_per_tile);
-  } else if (rows < ctx.sms * kRowsWantedPerSM && row_tiles > kMaxRowModeTiles) {
-    g.lookback = true;
-    g.chunk_tiles = lookback_chunk_tiles<C, S, Sink, kItems>(kTile);
-    items = rows * ceil_div(row_tiles, g.chunk_tiles);
-    status = make_chunk_status<state_t>(ctx, items);
-  }
-  row_scan_kernel<C, S, Sink, kItems>
-      <<<grid_size(ctx, items, kRowBlocksPerSM), kRowThreads, 0, ctx.stream>>>(src, dst, g, status);
+  scanops::bench::launch_rows<C, kItems>(ctx, arena, src, dst, rows, length);
 }
 
 __global__ void fill(float* a, float* x, int64_t n) {

@@ -8,7 +8,7 @@
 // Build (no GPU needed; torch's headers for c10), then run on the GPU machine:
 //   nvcc -std=c++20 --expt-relaxed-constexpr -O3 -gencode arch=compute_90,code=sm_90 -I. \
 //        -I<site-packages>/torch/include -o build-micro/row_items_bench bench/row_items_bench.cu
-//   build-micro/row_items_bench [rows] [length] [reps]      (CHUNK=k: k tiles per look-back chunk)
+//   build-micro/row_items_bench [rows] [length] [reps]      (switches: bench/row_launch.cuh)
 // CHECK=1 also runs the float32 cumsum once on a random walk of -1 / 0 / +1 steps (every
 // partial sum exact in float32, whatever the association) and counts its mismatches against
 // the host's running sum: a check of the look-back's carries, not of the other cases.
@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "bench/micro_common.cuh"
+#include "bench/row_launch.cuh"
 #include "ops/cuda/row_scan.cuh"
 
 using namespace scanops;
@@ -30,32 +31,10 @@ using scanops::bench::time_ms;
 namespace {
 
 
-// The row kernel in rows/packed/look-back mode as scan_rows picks it, with kItems forced.
 template <class Combine, int kItems, class Source, class Sink>
 void launch(const LaunchContext& ctx, Arena& arena, const Source& src, const Sink& dst,
             int64_t rows, int64_t length) {
-  using state_t = typename Combine::state_t;
-  arena.used = 0;
-  constexpr int64_t kTile = int64_t{kRowThreads} * kItems;
-  RowGeometry g{rows, length, 0, false, false, false};
-  ChunkStatus<state_t> status{};
-  int64_t items = rows;
-  const int64_t row_tiles = ceil_div(length, kTile);
-  if (length <= kTile) {
-    g.rows_per_tile = static_cast<int>(kTile / length);
-    items = ceil_div(rows, g.rows_per_tile);
-  } else if (rows < ctx.sms * kRowsWantedPerSM && row_tiles > kMaxRowModeTiles) {
-    g.lookback = true;
-    g.chunk_tiles = getenv("CHUNK") ? atoi(getenv("CHUNK")) : lookback_chunk_tiles<Combine, Source, Sink, kItems>(kTile);
-    items = rows * ceil_div(row_tiles, g.chunk_tiles);
-    status = make_chunk_status<state_t>(ctx, items);
-  }
-  if (getenv("CARVEOUT")) {  // the L1 / shared memory split, a percentage of shared memory
-    cudaFuncSetAttribute(row_scan_kernel<Combine, Source, Sink, kItems>,
-                         cudaFuncAttributePreferredSharedMemoryCarveout, atoi(getenv("CARVEOUT")));
-  }
-  row_scan_kernel<Combine, Source, Sink, kItems>
-      <<<grid_size(ctx, items, kRowBlocksPerSM), kRowThreads, 0, ctx.stream>>>(src, dst, g, status);
+  scanops::bench::launch_rows<Combine, kItems>(ctx, arena, src, dst, rows, length);
 }
 
 }  // namespace
