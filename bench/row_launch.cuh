@@ -15,14 +15,14 @@ namespace scanops::bench {
 
 template <class Combine, int kItems, class Source, class Sink>
 void launch_rows(const cuda::LaunchContext& ctx, Arena& arena, const Source& src, const Sink& dst,
-                 int64_t rows, int64_t length) {
+                 int64_t rows, int64_t length, bool reverse = false) {
   using namespace scanops::cuda;
   using state_t = typename LookbackCarry<Combine>::state_t;
   static const int64_t min_rows =
       getenv("PACKED_MIN_ROWS") ? atoll(getenv("PACKED_MIN_ROWS")) : 2;
   arena.used = 0;
   constexpr int64_t kTile = int64_t{kRowThreads} * kItems;
-  RowGeometry g{rows, length, 0, false, false, false};
+  RowGeometry g{rows, length, 0, false, false, reverse};
   ChunkStatus<state_t> status{};
   int64_t items = rows;
   const int64_t row_tiles = ceil_div(length, kTile);
