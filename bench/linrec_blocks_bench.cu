@@ -91,12 +91,11 @@ int main(int argc, char** argv) {
   const int64_t length = argc > 2 ? atoll(argv[2]) : 4096;
   const int reps = argc > 3 ? atoi(argv[3]) : 7;
   const int64_t n = rows * length;
-  cudaDeviceProp prop;
-  cudaGetDeviceProperties(&prop, 0);
-  cudaStream_t stream;
-  cudaStreamCreate(&stream);
-  Arena arena(int64_t{64} << 20);
-  const LaunchContext ctx{stream, prop.multiProcessorCount, &arena};
+  scanops::bench::Setup setup;
+  const cudaDeviceProp& prop = setup.prop;
+  const cudaStream_t stream = setup.stream;
+  Arena& arena = setup.arena;
+  const LaunchContext& ctx = setup.ctx;
   float *x = nullptr, *a = nullptr, *out = nullptr, *ref = nullptr;
   void *copy_a = nullptr, *copy_b = nullptr;
   cudaMalloc(&x, n * 4);

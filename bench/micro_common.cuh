@@ -37,6 +37,19 @@ struct Arena : scanops::cuda::Scratch {
   ~Arena() { cudaFree(base); }
 };
 
+// The experiments' set-up: device 0, a stream, a 64 MiB arena and the LaunchContext over them.
+struct Setup {
+  cudaDeviceProp prop{};
+  cudaStream_t stream{};
+  Arena arena{int64_t{64} << 20};
+  scanops::cuda::LaunchContext ctx{};
+  Setup() {
+    cudaGetDeviceProperties(&prop, 0);
+    cudaStreamCreate(&stream);
+    ctx = {stream, prop.multiProcessorCount, &arena};
+  }
+};
+
 // A random walk of -1 / 0 / +1 steps: every partial sum is exact in float32 whatever the
 // association, so a scan's result can be checked against a host running sum bit for bit.
 __global__ inline void fill_steps(float* p, int64_t n) {

@@ -44,12 +44,11 @@ int main(int argc, char** argv) {
   const int64_t length = argc > 2 ? atoll(argv[2]) : 32768;
   const int reps = argc > 3 ? atoi(argv[3]) : 5;
   const int64_t n = rows * length;
-  cudaDeviceProp prop;
-  cudaGetDeviceProperties(&prop, 0);
-  cudaStream_t stream;
-  cudaStreamCreate(&stream);
-  Arena arena(int64_t{64} << 20);
-  const LaunchContext ctx{stream, prop.multiProcessorCount, &arena};
+  scanops::bench::Setup setup;
+  const cudaDeviceProp& prop = setup.prop;
+  const cudaStream_t stream = setup.stream;
+  Arena& arena = setup.arena;
+  const LaunchContext& ctx = setup.ctx;
 
   float* in = nullptr;
   float* out = nullptr;
