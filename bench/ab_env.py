@@ -135,7 +135,7 @@ def cases(n):
     # 32 bytes an element (a, x in, h out; dh, a, h in, da, dx out)
     ag, xg = a.clone().requires_grad_(), f32.clone().requires_grad_()
     dh = torch.randn(n, device="cuda")
-    for t in (65536, 4096):
+    for t in (65536, 4096, 2048, 64):
         out.append((f"rows linear_recurrence fwd+bwd (N/{t}, {t})",
                     lambda t=t: torch.autograd.grad(
                         ops.linear_recurrence(ag.view(-1, t), xg.view(-1, t), 1), (ag, xg),
