@@ -196,10 +196,18 @@ using BackendFn = void (*)(const ScanProblem&);
 // each offsets[b] < total and false elsewhere, as_long (int64 (B + 1)) the offsets.
 using JaggedOffsetsFn = bool (*)(const at::Tensor& offsets, int64_t total, at::Tensor* heads,
                                  at::Tensor* as_long);
+// logcumsumexp's backward in one scan (ops/lse_grad.h; the internal op _logcumsumexp_backward):
+// dx for logcumsumexp(x; exclusive, reverse) = y and the incoming gradient g along dim (dim
+// wrapped; x, y and g of one shape, floating dtype and device, at least one element). Returns
+// false, dx untouched, where the back end has no kernel for the problem; the caller then runs
+// the composite formula (registration/autograd.cpp).
+using LseGradFn = bool (*)(const at::Tensor& x, const at::Tensor& y, const at::Tensor& g,
+                           int64_t dim, bool exclusive, bool reverse, at::Tensor& dx);
 struct Backend {
   BackendFn run = nullptr;
   BackendCaps caps;
   JaggedOffsetsFn jagged_offsets = nullptr;  // nullptr: the generic ATen composition
+  LseGradFn lse_grad = nullptr;              // nullptr: the composite formula everywhere
 };
 
 // Whether a combine kind produces a second (int64 indices) output.

@@ -347,8 +347,11 @@ void along_pairs(at::Tensor& out, int64_t dim, bool reverse, bool at_later, cons
 // output, rounded to 8 or 11 bits, loses the differences y[k] - x[j] that the factors
 // exp(x[j] - y[k]) need (at x = 10000 a bfloat16 ulp is 64).
 
-// logcumsumexp's backward in one linear recurrence (real float32 / float64, no graph
-// recorded). Inclusive: Q[j] = sum_{k >= j} g[k] exp(y[j] - y[k]) is the
+// logcumsumexp's backward with no graph recorded (real float32 / float64): the internal op
+// _logcumsumexp_backward (below), which runs the back end's one-scan kernel where it has one
+// (ops/lse_grad.h: CUDA, float32 rows; 16 bytes an element) and otherwise this composite: one
+// linear recurrence over factors computed by elementwise passes (44 bytes an element).
+// Inclusive: Q[j] = sum_{k >= j} g[k] exp(y[j] - y[k]) is the
 // recurrence Q[j] = g[j] + c[next(j)] Q[next(j)], c[k] = exp(y[prev(k)] - y[k]) in [0, 1], and
 // dx = exp(x - y) Q: one fused scan (lam = c * (g + lam) exclusive, + g, times exp(x - y)).
 // Exclusive (y[next(j)] is the inclusive output at j, >= x[j]): dx[j] = exp(x[j] - y[next(j)])
@@ -366,8 +369,10 @@ void along_pairs(at::Tensor& out, int64_t dim, bool reverse, bool at_later, cons
 // stretches (~ 1 - 1/k), where CUDA's trees of float32 products are biased: in float32 it was
 // 5e-3 relative off on a 1-D 2^22 line, where torch's formula gives 7e-4 (H100, 2026-11-25).
 at::Tensor logcumsumexp_backward_fused(const at::Tensor& x, const at::Tensor& y,
-                                       const at::Tensor& g, const Flags& f,
-                                       const at::Scalar& lowest) {
+                                       const at::Tensor& g, const Flags& f) {
+  const at::Scalar lowest = AT_DISPATCH_FLOATING_TYPES(
+      g.scalar_type(), "scanops._logcumsumexp_backward",
+      [] { return at::Scalar(std::numeric_limits<scalar_t>::lowest()); });
   const at::Scalar highest = -lowest.toDouble();
   // yc's buffer takes the factors exp(x - y) once the coefficients are read from it.
   at::Tensor yc = at::clamp(y, lowest, highest);
@@ -391,6 +396,58 @@ at::Tensor logcumsumexp_backward_fused(const at::Tensor& x, const at::Tensor& y,
               [&](at::Tensor& o, auto earlier, auto later) { exp_diff(o, earlier(x), later(y)); });
   return linear_recurrence_fused(coef, g, d, back, /*scale_x=*/false, std::nullopt, yc,
                                  /*shift_mul=*/false, /*wide_acc=*/true);
+}
+
+// _logcumsumexp_backward's arguments: x, y and g of one shape, one floating dtype (float32 or
+// float64: the autograd formula runs float16 / bfloat16 in float32) and one device, at least
+// one dim. Returns dim wrapped.
+int64_t check_lse_backward_args(const at::Tensor& x, const at::Tensor& y, const at::Tensor& g,
+                                int64_t dim) {
+  constexpr const char* op = "scanops._logcumsumexp_backward";
+  TORCH_CHECK(x.dim() >= 1, op, ": x must have at least one dim");
+  const int64_t d = c10::maybe_wrap_dim(dim, x.dim());
+  for (const auto& [t, name] : {std::pair<const at::Tensor&, const char*>{y, "y"}, {g, "g"}}) {
+    TORCH_CHECK(t.sym_sizes() == x.sym_sizes(), op, ": ", name, " must have x's shape ",
+                x.sym_sizes(), ", got ", t.sym_sizes());
+    TORCH_CHECK(t.scalar_type() == x.scalar_type(), op, ": ", name, " must have x's dtype ",
+                x.scalar_type(), ", got ", t.scalar_type());
+    TORCH_CHECK(t.device() == x.device(), op, ": ", name, " must be on x's device ",
+                x.device(), ", got ", t.device());
+  }
+  TORCH_CHECK(x.scalar_type() == at::kFloat || x.scalar_type() == at::kDouble, op,
+              ": x must be float32 or float64, got ", x.scalar_type());
+  return d;
+}
+
+// _logcumsumexp_backward (CPU and CUDA): the back end's one-scan kernel where it has one for
+// the problem (ops/lse_grad.h; CUDA: float32 rows, ops/cuda/lse_grad.cu), else the fused
+// composite above.
+at::Tensor logcumsumexp_backward_kernel(const at::Tensor& x, const at::Tensor& y,
+                                        const at::Tensor& g, int64_t dim, bool exclusive,
+                                        bool reverse) {
+  const int64_t d = check_lse_backward_args(x, y, g, dim);
+  if (x.numel() == 0) return at::empty_like(x);
+  const Backend* b = backend_of(x.device().type());
+  at::Tensor dx;
+  if (b != nullptr && b->lse_grad != nullptr && b->lse_grad(x, y, g, d, exclusive, reverse, dx)) {
+    return dx;
+  }
+  return logcumsumexp_backward_fused(x, y, g, Flags{d, exclusive, reverse});
+}
+at::Tensor logcumsumexp_backward_meta(const at::Tensor& x, const at::Tensor& y,
+                                      const at::Tensor& g, int64_t dim, bool /*exclusive*/,
+                                      bool /*reverse*/) {
+  check_lse_backward_args(x, y, g, dim);
+  return at::empty_like(x, at::MemoryFormat::Contiguous);
+}
+at::Tensor logcumsumexp_backward(const at::Tensor& x, const at::Tensor& y, const at::Tensor& g,
+                                 const Flags& f) {
+  static const auto op =
+      c10::Dispatcher::singleton()
+          .findSchemaOrThrow("scanops::_logcumsumexp_backward", "")
+          .typed<at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&, int64_t,
+                            bool, bool)>();
+  return op.call(x, y, g, f.dim, f.exclusive, f.reverse);
 }
 
 // x with an exclusive scan's last element in scan order (the one that reaches no output) set
@@ -418,8 +475,8 @@ at::Tensor unreached_to_zero(const at::Tensor& x, const Flags& f,
 // at least one element, at least one dim). With create_graph, and for complex g, torch's
 // formula: dx_k = exp(x_k + logcumsumexp(log g - y; e, !r)_k), with the positive and negative
 // parts of g apart so that logs stay real (one complex scan for complex g); a NaN in g is NaN
-// in both parts (torch's g > 0 / g < 0 masks would drop it). Otherwise
-// logcumsumexp_backward_fused above.
+// in both parts (torch's g > 0 / g < 0 masks would drop it). Otherwise (no reset)
+// _logcumsumexp_backward, above.
 at::Tensor logcumsumexp_grad(const at::Tensor& x, const at::Tensor& y, const at::Tensor& g,
                              const Flags& f, const std::optional<at::Tensor>& reset) {
   const ScanOptions back = seg(f.exclusive, !f.reverse, reset);
@@ -434,10 +491,10 @@ at::Tensor logcumsumexp_grad(const at::Tensor& x, const at::Tensor& y, const at:
     const at::Tensor out = (scanops::logcumsumexp(log_g - y, f.dim, back) + xe).exp();
     return out.conj();
   }
+  if (fuse_backward() && !has(reset)) return logcumsumexp_backward(x, y, g, f);
   const at::Scalar lowest = AT_DISPATCH_FLOATING_TYPES(
       g.scalar_type(), "scanops.logcumsumexp_backward",
       [] { return at::Scalar(std::numeric_limits<scalar_t>::lowest()); });
-  if (fuse_backward() && !has(reset)) return logcumsumexp_backward_fused(x, y, g, f, lowest);
   const at::Tensor floor = at::scalar_tensor(lowest, g.options());
   const at::Tensor log_abs = g.abs().log();
   const at::Tensor log_pos = at::where(g <= 0, floor, log_abs);  // NaN stays NaN
@@ -764,4 +821,16 @@ TORCH_LIBRARY_IMPL(scanops, Autograd, m) {
   m.impl("logcumsumexp", &scanops::logcumsumexp_autograd);
   m.impl("cummax", &scanops::cummax_autograd);
   m.impl("cummin", &scanops::cummin_autograd);
+}
+
+// The internal op of logcumsumexp's backward (no autograd of its own: called with no graph
+// recorded): its kernels are here, beside the composite formula they fall back to.
+TORCH_LIBRARY_IMPL(scanops, CPU, m) {
+  m.impl("_logcumsumexp_backward", &scanops::logcumsumexp_backward_kernel);
+}
+TORCH_LIBRARY_IMPL(scanops, CUDA, m) {
+  m.impl("_logcumsumexp_backward", &scanops::logcumsumexp_backward_kernel);
+}
+TORCH_LIBRARY_IMPL(scanops, Meta, m) {
+  m.impl("_logcumsumexp_backward", &scanops::logcumsumexp_backward_meta);
 }

@@ -91,6 +91,13 @@ TORCH_LIBRARY(scanops, m) {
       "_linear_recurrence_fused(Tensor a, Tensor x, int dim, *, bool exclusive, bool reverse, "
       "bool scale_x, Tensor? add, Tensor? mul, bool shift_mul=False, bool wide_acc=False) -> Tensor",
       tags);
+  // logcumsumexp's backward: dx for logcumsumexp(x; exclusive, reverse) = y and the incoming
+  // gradient g (x, y, g of one shape and floating dtype), in one scan where the back end has
+  // it (CUDA: float32 rows), else the composite formula (registration/autograd.cpp).
+  m.def(
+      "_logcumsumexp_backward(Tensor x, Tensor y, Tensor g, int dim, *, bool exclusive, "
+      "bool reverse) -> Tensor",
+      tags);
   // The backward of an inclusive linear_recurrence(a, x; reverse) = h, in one scan: (dx, da)
   // = (lam, lam * h[t-1]), lam = g + linear_recurrence(a, a * g; exclusive, !reverse), h[-1]
   // = 0 (a of x's shape).

@@ -6,6 +6,7 @@
 
 #include <ATen/cuda/CUDAContext.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/empty_like.h>
 #include <ATen/ops/zeros.h>
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "ops/cuda/jagged_offsets.h"
+#include "ops/cuda/lse_grad.h"
 #include "ops/cuda/segmented.h"
 #include "ops/dispatch.h"
 
@@ -156,6 +158,33 @@ bool jagged_offsets_cuda(const at::Tensor& offsets, int64_t total, at::Tensor* h
 }  // namespace
 
 namespace {
+// LseGradFn: float32 along rows (the elements after dim all one: the row kernels' layout), in
+// one scan (lse_grad.cu); x, y and g made contiguous first (g, the incoming gradient, is often
+// an expanded view: a copy costs 8 bytes an element, the composite formula 44). Other dtypes
+// and layouts: the composite formula.
+bool lse_grad_cuda(const at::Tensor& x, const at::Tensor& y, const at::Tensor& g, int64_t dim,
+                   bool exclusive, bool reverse, at::Tensor& dx) {
+  if (x.scalar_type() != at::kFloat) return false;
+  for (int64_t d = dim + 1; d < x.dim(); ++d) {
+    if (x.size(d) != 1) return false;
+  }
+  const at::Tensor xc = x.contiguous(), yc = y.contiguous(), gc = g.contiguous();
+  const c10::cuda::CUDAGuard guard(x.device());
+  const cudaDeviceProp* prop = at::cuda::getDeviceProperties(x.device().index());
+  cuda::TensorScratch scratch(x);
+  const cuda::LaunchContext ctx{c10::cuda::getCurrentCUDAStream().stream(), prop->multiProcessorCount,
+                          &scratch, prop->major};
+  dx = at::empty_like(x, at::MemoryFormat::Contiguous);
+  const int64_t length = x.size(dim);
+  cuda::launch_lse_grad_rows(ctx, cuda::LseGradArgs{xc.const_data_ptr<float>(),
+                                                    yc.const_data_ptr<float>(),
+                                                    gc.const_data_ptr<float>(),
+                                                    dx.mutable_data_ptr<float>(),
+                                                    x.numel() / length, length, exclusive,
+                                                    reverse});
+  return true;
+}
+
 // The CUDA kernels read broadcast companions in place (CompanionIndex), fuse the input scaling
 // and the epilogue into their loads and stores, read mul one position on in the row
 // kernels of linear recurrences whose coefficients and mul are dense (MulNextSink), and start
@@ -170,7 +199,7 @@ bool cuda_shift_mul(const ScanProblem& p) {
                                                            /*fused_epilogue=*/true,
                                                            /*line_state=*/true,
                                                            /*segments=*/true, &cuda_shift_mul},
-                                       &jagged_offsets_cuda}),
+                                       &jagged_offsets_cuda, &lse_grad_cuda}),
      true);
 }  // namespace
 

@@ -15,11 +15,12 @@ Two entry points, one implementation:
   autograd: gradients come from the ops' C++ backward formulas, which call scanops ops on
   the DTensor gradients again (cumsum's backward is a reverse cumsum: its carry flows from
   the higher ranks to the lower ones). Rules for the three internal ops of those formulas
-  (``_cumsum_fused``, ``_linear_recurrence_fused``, ``_linear_recurrence_backward``) make
-  the gradients of ``cumsum``, ``masked_cumsum``, ``cumprod`` and ``linear_recurrence``
-  work; the backward formulas of ``logcumsumexp``, ``cummax`` and ``cummin`` and the
-  ``initial`` composite use aten slicing along the scan dim that DTensor cannot run on a
-  sharded dim without gathering: use the functions below for those gradients.
+  (``_cumsum_fused``, ``_linear_recurrence_fused``, ``_linear_recurrence_backward``,
+  ``_logcumsumexp_backward``) make the gradients of ``cumsum``, ``masked_cumsum``,
+  ``cumprod``, ``linear_recurrence`` and ``logcumsumexp`` work; the backward formulas of
+  ``cummax`` and ``cummin`` and the ``initial`` composite use aten slicing along the scan dim
+  that DTensor cannot run on a sharded dim without gathering: use the functions below for
+  those gradients.
 * :func:`cumsum`, :func:`masked_cumsum`, ... of this module: the same exchange, run above
   autograd from differentiable pieces (``DTensor.to_local`` / ``from_local``, the local ops,
   a differentiable all_gather): gradients for every op, in ``x``, ``a`` and ``initial``.
@@ -568,6 +569,46 @@ def _linear_recurrence_backward(a, g, h, dim, *, reverse):
     return lam, lam * h_prev
 
 
+def _logcumsumexp_backward(x, y, g, dim, *, exclusive, reverse):
+    """dx = exp(x) S, S[j] the sum of g[k] exp(-y[k]) over the outputs k after j in scan order
+    (ops/lse_grad.h): each rank's own part from the local op; the part of the ranks after it in
+    scan order as one pair (Y, Q) per line, S = Q exp(-Y), combined from an all_gather of every
+    rank's total (the smallest reference, each Q scaled to it), then exp(x - Y) Q added."""
+    ref = next(t for t in (x, g, y) if _is_dtensor(t))
+    dim = _wrap_dim(dim, ref.ndim)
+    lay = _Layout("_logcumsumexp_backward", _like(x, ref), dim)
+    pl = lay.operand_placements()
+    xl = lay.x.to_local()
+    yl = _redistribute(_like(y, ref), lay.mesh, pl).to_local()
+    gl = _redistribute(_like(g, ref), lay.mesh, pl).to_local()
+    out = torch.ops.scanops._logcumsumexp_backward(xl, yl, gl, dim, exclusive=exclusive,
+                                                   reverse=reverse)
+    if lay.scan_mesh_dim is None or xl.ndim == 0:
+        return lay.wrap(out)
+
+    def scaled(q, yr, to):  # q exp(to - yr), equal references (infinities too) scaled by 1
+        return q * torch.exp(torch.where(yr == to, torch.zeros_like(yr), to - yr))
+
+    line = _line_shape(xl, dim)
+    if xl.shape[dim]:
+        ymin = yl.amin(dim, keepdim=True)
+        tot_y, tot_q = ymin.squeeze(dim), scaled(gl, yl, ymin).sum(dim)
+    else:  # an empty shard: the identity (+inf, 0)
+        tot_y = torch.full(line, float("inf"), dtype=xl.dtype, device=xl.device)
+        tot_q = torch.zeros(line, dtype=xl.dtype, device=xl.device)
+    ys = _all_gather(tot_y, lay.mesh, lay.scan_mesh_dim)
+    qs = _all_gather(tot_q, lay.mesh, lay.scan_mesh_dim)
+    after = list(range(lay.rank - 1, -1, -1) if reverse else range(lay.rank + 1, lay.world))
+    if after and xl.shape[dim]:
+        ya, qa = ys[after], qs[after]
+        yc = ya.amin(0, keepdim=True)
+        qc = scaled(qa, ya, yc).sum(0).unsqueeze(dim)
+        yc = yc.squeeze(0).unsqueeze(dim)
+        none = (qc == 0) & (yc == float("inf"))  # nothing after (empty shards): add 0 exactly
+        out = out + torch.where(none, torch.zeros_like(qc), torch.exp(xl - yc) * qc)
+    return lay.wrap(out)
+
+
 # ---- the DTensor rules ---------------------------------------------------------------------
 
 def _rule_scan(op):
@@ -590,6 +631,7 @@ _RULES = {op: _rule_scan(op) for op in OPS}
 _RULES["_cumsum_fused"] = _cumsum_fused
 _RULES["_linear_recurrence_fused"] = _linear_recurrence_fused
 _RULES["_linear_recurrence_backward"] = _linear_recurrence_backward
+_RULES["_logcumsumexp_backward"] = _logcumsumexp_backward
 
 
 def _make_rule(name):

@@ -56,7 +56,7 @@ def check_names(world: int):
     names += ["uneven_empty", "replicate_and_shard_other", "partial", "partial_initial",
               "partial_nonlinear", "operand_layouts", "registered_lazily"]
     names += ["grad/cumsum/ops", "grad/linear_recurrence/ops", "grad/masked_cumsum/ops",
-              "grad/cumprod/ops"]
+              "grad/cumprod/ops", "grad/logcumsumexp/ops"]
     names += [f"grad/{op}/dist" for op in OPS]
     names += ["grad/initial/dist", "bytes/forward", "bytes/backward", "bytes/dtensor_cumsum"]
     if world == 4:
@@ -347,7 +347,7 @@ def _worker(rank: int, world: int, store: str, out_dir: str) -> None:
             for g, w in zip(got, want):
                 assert_close(g, w)
 
-    for op in ("cumsum", "linear_recurrence", "masked_cumsum", "cumprod"):
+    for op in ("cumsum", "linear_recurrence", "masked_cumsum", "cumprod", "logcumsumexp"):
         @check(f"grad/{op}/ops")
         def _(op=op):
             grad_case(op, "ops")

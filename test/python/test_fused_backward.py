@@ -17,6 +17,8 @@ backward is recorded; a double backward takes the composite formulas. Checked he
 - logcumsumexp's, cummax's and cummin's backward (one fused linear recurrence each) against
   autograd through torch's own functions, special values too;
 - wide_acc (float32 / half accumulating in float64 on CUDA too);
+- _logcumsumexp_backward, logcumsumexp's backward as one internal op: its CUDA one-scan kernel
+  (float32 rows) against the CPU's composite in float64;
 - opcheck of the internal ops, and their argument errors.
 """
 from __future__ import annotations
@@ -376,6 +378,58 @@ def test_logcumsumexp_backward_fused_special(device, dtype, seed):
                 assert err <= max(floor, 4 * err_torch), (kind, e, r, err, err_torch)
 
 
+# The internal op itself (_logcumsumexp_backward): on CUDA, float32 along rows takes the
+# one-scan kernel (ops/cuda/lse_grad.cu; every mode of the row kernels: packed rows, a block a
+# row, look-back lines) and everything else the composite formula, as the CPU does. Checked
+# against the CPU's composite in float64 on the same float32 data (the CPU float64 run is the
+# reference: both compute the same sum), with an expanded (stride-0) g and a transposed x (the
+# kernel takes contiguous copies), special values, and bit for bit run to run.
+@pytest.mark.parametrize("shape", [(300, 64), (37, 1000), (3, 9000), (2, 150000), (70001,),
+                                   (4, 1, 2500, 1)],
+                         ids=["packed", "packed-odd", "rows", "lookback", "1d", "unit-dims"])
+def test_logcumsumexp_backward_op_cuda(shape, seed):
+    if not torch.cuda.is_available():
+        pytest.skip("needs CUDA")
+    gen = make_gen(seed, "cpu")
+    dim = max(i for i, s in enumerate(shape) if s > 1)
+    x = (3 * torch.randn(shape, generator=gen, dtype=torch.float64)).float()
+    u = torch.rand(shape, generator=gen)
+    x[u < 0.002] = float("-inf")
+    x[(u > 0.5) & (u < 0.5005)] = float("inf")
+    gs = {"dense": torch.randn(shape, generator=gen).float(),
+          "expanded": torch.full((1,) * len(shape), 0.75).expand(shape)}
+    gs["dense"][torch.rand(shape, generator=gen) < 0.0005] = float("nan")
+    for (gname, g), e, r in itertools.product(gs.items(), (False, True), (False, True)):
+        y = ops.logcumsumexp(x, dim, exclusive=e, reverse=r)
+        want = ops._logcumsumexp_backward(x.double(), y.double(), g.double(), dim, exclusive=e,
+                                          reverse=r)
+        xc, yc, gc = x.cuda(), y.cuda(), g.cuda()
+        got = ops._logcumsumexp_backward(xc, yc, gc, dim, exclusive=e, reverse=r)
+        again = ops._logcumsumexp_backward(xc, yc, gc, dim, exclusive=e, reverse=r)
+        what = (gname, e, r)
+        assert got.dtype == torch.float32 and got.shape == x.shape, what
+        assert same(got, again), what
+        got = got.cpu().double()
+        assert torch.equal(torch.isnan(got), torch.isnan(want)), what
+        fin = torch.isfinite(want)
+        inf = torch.isinf(want)
+        assert torch.equal(got[inf], want[inf]), what
+        scale = 1 + want[fin].abs().amax().item()
+        err = (got[fin] - want[fin]).abs().amax().item() / scale
+        assert err <= 2e-5, (what, err)
+    # a transposed (non-contiguous) x and y along the last dim
+    xt = x.reshape(-1, shape[dim]).t().contiguous().t()
+    y = ops.logcumsumexp(xt, 1)
+    g = torch.randn(xt.shape, generator=gen)
+    want = ops._logcumsumexp_backward(xt.double(), y.double(), g.double(), 1, exclusive=False,
+                                      reverse=False)
+    got = ops._logcumsumexp_backward(xt.cuda(), y.cuda(), g.cuda(), 1, exclusive=False,
+                                     reverse=False).cpu().double()
+    assert torch.equal(torch.isnan(got), torch.isnan(want))
+    fin = torch.isfinite(want)
+    assert (got[fin] - want[fin]).abs().amax().item() / (1 + want[fin].abs().amax().item()) <= 2e-5
+
+
 @device_p
 @pytest.mark.parametrize("op", ["cummax", "cummin"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
@@ -418,6 +472,14 @@ def test_opcheck_fused(device, seed):
          dict(exclusive=True, reverse=True, scale_x=True, add=x, mul=a, shift_mul=True)),
         (ops._linear_recurrence_fused.default, (a.float(), x.float(), 0),
          dict(exclusive=False, reverse=True, scale_x=True, add=x.float(), mul=m, wide_acc=True)),
+        (ops._logcumsumexp_backward.default,
+         (x, ops.logcumsumexp(x, 1, exclusive=True), a, 1), dict(exclusive=True, reverse=False)),
+        (ops._logcumsumexp_backward.default,
+         (x.float(), ops.logcumsumexp(x.float(), 0, reverse=True), a.float(), 0),
+         dict(exclusive=False, reverse=True)),
+        (ops._logcumsumexp_backward.default,
+         (x.float(), ops.logcumsumexp(x.float(), -1), a.float(), -1),
+         dict(exclusive=False, reverse=False)),
         (ops._linear_recurrence_backward.default, (a, x, a, 1), dict(reverse=False)),
         (ops._linear_recurrence_backward.default, (a, x, a, 0), dict(reverse=True)),
     ]
@@ -429,6 +491,17 @@ def test_opcheck_fused(device, seed):
 
 def test_fused_errors():
     x = torch.randn(4, 5)
+    lb = ops._logcumsumexp_backward
+    with pytest.raises(RuntimeError, match=r"scanops\._logcumsumexp_backward: y must have x's shape"):
+        lb(x, x[:, :2], x, 1, exclusive=False, reverse=False)
+    with pytest.raises(RuntimeError, match=r"scanops\._logcumsumexp_backward: g must have x's dtype"):
+        lb(x, x, x.double(), 1, exclusive=False, reverse=False)
+    with pytest.raises(RuntimeError, match=r"scanops\._logcumsumexp_backward: x must be float32"):
+        lb(x.half(), x.half(), x.half(), 1, exclusive=False, reverse=False)
+    with pytest.raises(RuntimeError, match=r"scanops\._logcumsumexp_backward: x must have at least"):
+        lb(x[0, 0], x[0, 0], x[0, 0], 0, exclusive=False, reverse=False)
+    with pytest.raises(IndexError):
+        lb(x, x, x, 2, exclusive=False, reverse=False)
     with pytest.raises(RuntimeError, match=r"scanops\._cumsum_fused: argument 'add' has dtype"):
         ops._cumsum_fused(x, 1, exclusive=False, reverse=False, add=x.double(), mul=None)
     with pytest.raises(RuntimeError, match=r"scanops\._cumsum_fused: argument 'mul' of shape"):
