@@ -54,22 +54,26 @@ def main():
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--md", default=None)
+    ap.add_argument("--dim", type=int, default=None, help="only the shapes scanned along DIM")
     args = ap.parse_args()
     n = args.elems
     gen = torch.Generator(device="cuda").manual_seed(0)
     flat = 3 * torch.randn(n, device="cuda", generator=gen)
     gflat = torch.randn(n, device="cuda", generator=gen)
-    shapes = [(n // 64, 64), (n // 4096, 4096), (n // 16384, 16384), (64, n // 64), (n,)]
+    shapes = [((n // 64, 64), -1), ((n // 4096, 4096), -1), ((n // 16384, 16384), -1),
+              ((64, n // 64), -1), ((n,), -1), ((16384, n // 16384), 0), ((n // 64, 64), 0)]
     lines = [f"device: {torch.cuda.get_device_name()}, torch {torch.__version__}, float32, "
              f"{n} elements, best of {args.rounds} rounds x {args.reps} calls", "",
-             "| shape (dim -1) | bwd floor ms | new bwd ms (share) | old bwd ms (share) | "
+             "| shape, dim | bwd floor ms | new bwd ms (share) | old bwd ms (share) | "
              "old / new | fwd+bwd floor ms | fwd+bwd ms (share) | new error | old error |",
              "|---|---|---|---|---|---|---|---|---|"]
     print(lines[0], flush=True)
-    for shape in shapes:
+    for shape, dim in shapes:
+        if args.dim is not None and dim != args.dim:
+            continue
         x = flat.view(shape)
         g = gflat.view(shape)
-        y = ops.logcumsumexp(x, -1)
+        y = ops.logcumsumexp(x, dim)
         xr = x.clone().requires_grad_()
         src = torch.empty(8 * n, dtype=torch.uint8, device="cuda")
         dst = torch.empty_like(src)
@@ -80,9 +84,9 @@ def main():
         def keep(k, t):
             best[k] = min(best.get(k, 1e30), t)
 
-        new = lambda: ops._logcumsumexp_backward(x, y, g, -1, exclusive=False, reverse=False)  # noqa
-        old = lambda: old_backward(x, y, g, -1)  # noqa: E731
-        both = lambda: torch.autograd.grad(ops.logcumsumexp(xr, -1), xr, g)[0]  # noqa: E731
+        new = lambda: ops._logcumsumexp_backward(x, y, g, dim, exclusive=False, reverse=False)  # noqa
+        old = lambda: old_backward(x, y, g, dim)  # noqa: E731
+        both = lambda: torch.autograd.grad(ops.logcumsumexp(xr, dim), xr, g)[0]  # noqa: E731
         for _ in range(args.rounds):
             keep("floor", timed(lambda: dst.copy_(src), args.reps))
             keep("new", timed(new, args.reps))
@@ -91,14 +95,14 @@ def main():
             keep("both", timed(both, args.reps))
         # errors against the composite run in float64 on the same float32 data (its factors'
         # roundings, 1e-16 each, compound along a line: ~3e-8 worst case over 2^28 of them)
-        ref = ops._logcumsumexp_backward(x.double(), y.double(), g.double(), -1,
+        ref = ops._logcumsumexp_backward(x.double(), y.double(), g.double(), dim,
                                          exclusive=False, reverse=False)
         top = ref.abs().max()
         err_new = ((new().double() - ref).abs().max() / top).item()
         err_old = ((old().double() - ref).abs().max() / top).item()
         del ref
         f, f3 = best["floor"], best["floor3"]
-        line = (f"| {shape} | {f:.3f} | {best['new']:.3f} ({100 * f / best['new']:.0f}%) | "
+        line = (f"| {shape}, {dim} | {f:.3f} | {best['new']:.3f} ({100 * f / best['new']:.0f}%) | "
                 f"{best['old']:.3f} ({100 * f / best['old']:.0f}%) | "
                 f"{best['old'] / best['new']:.2f} | {f3:.3f} | {best['both']:.3f} "
                 f"({100 * f3 / best['both']:.0f}%) | {err_new:.2e} | {err_old:.2e} |")

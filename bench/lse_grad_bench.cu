@@ -1,7 +1,7 @@
 // A kernel-level experiment, not part of the library: logcumsumexp's backward in one scan
 // (ops/cuda/lse_grad.cu, LogScaledSumCombine of ops/lse_grad.h), timed against a device copy
 // of its 16 bytes an element (x, y, g in; dx out), interleaved, best of `reps`; the library's
-// launch (launch_lse_grad_rows) and the same kernel forced to 3 blocks per SM. Checks the
+// launch (launch_lse_grad) and the same kernel forced to 3 blocks per SM. Checks the
 // library's output, inclusive and exclusive, forward and reverse, against a float64 loop on
 // the host over the same float32 y (max error relative to sum |g[k] exp(x[j] - y[k])|).
 //
@@ -99,7 +99,7 @@ int main(int argc, char** argv) {
       }
       cudaMemcpy(y, hy.data(), n * 4, cudaMemcpyHostToDevice);
       setup.arena.used = 0;
-      launch_lse_grad_rows(ctx, LseGradArgs{x, y, g, dx, rows, length, bool(excl), bool(rev)});
+      launch_lse_grad(ctx, LseGradArgs{x, y, g, dx, rows, length, 1, bool(excl), bool(rev)});
       cudaMemcpy(hd.data(), dx, n * 4, cudaMemcpyDeviceToHost);
       double err = 0;
       std::vector<double> ref, scale;
@@ -120,7 +120,7 @@ int main(int argc, char** argv) {
   float floor16 = 1e30f, lib = 1e30f, b3 = 1e30f, b2 = 1e30f;
   for (int r = 0; r < reps; ++r) {
     floor16 = std::min(floor16, time_ms([&] { cudaMemcpyAsync(cb, ca, n * 8, cudaMemcpyDeviceToDevice, stream); }, stream));
-    lib = std::min(lib, time_ms([&] { setup.arena.used = 0; launch_lse_grad_rows(ctx, LseGradArgs{x, y, g, dx, rows, length, false, false}); }, stream));
+    lib = std::min(lib, time_ms([&] { setup.arena.used = 0; launch_lse_grad(ctx, LseGradArgs{x, y, g, dx, rows, length, 1, false, false}); }, stream));
     b3 = std::min(b3, time_ms([&] {
       SinkB<3> s{}; s.out = dx; s.x = x; s.streaming = true;
       scanops::bench::launch_rows<LseCombine, 16>(ctx, setup.arena, Src{g, y, nullptr}, s, rows, length, true);

@@ -349,7 +349,7 @@ void along_pairs(at::Tensor& out, int64_t dim, bool reverse, bool at_later, cons
 
 // logcumsumexp's backward with no graph recorded (real float32 / float64): the internal op
 // _logcumsumexp_backward (below), which runs the back end's one-scan kernel where it has one
-// (ops/lse_grad.h: CUDA, float32 rows; 16 bytes an element) and otherwise this composite: one
+// (ops/lse_grad.h: CUDA, float32, any dim; 16 bytes an element) and otherwise this composite: one
 // linear recurrence over factors computed by elementwise passes (44 bytes an element).
 // Inclusive: Q[j] = sum_{k >= j} g[k] exp(y[j] - y[k]) is the
 // recurrence Q[j] = g[j] + c[next(j)] Q[next(j)], c[k] = exp(y[prev(k)] - y[k]) in [0, 1], and
@@ -420,7 +420,7 @@ int64_t check_lse_backward_args(const at::Tensor& x, const at::Tensor& y, const 
 }
 
 // _logcumsumexp_backward (CPU and CUDA): the back end's one-scan kernel where it has one for
-// the problem (ops/lse_grad.h; CUDA: float32 rows, ops/cuda/lse_grad.cu), else the fused
+// the problem (ops/lse_grad.h; CUDA: float32, ops/cuda/lse_grad.cu), else the fused
 // composite above.
 at::Tensor logcumsumexp_backward_kernel(const at::Tensor& x, const at::Tensor& y,
                                         const at::Tensor& g, int64_t dim, bool exclusive,

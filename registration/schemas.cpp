@@ -93,7 +93,7 @@ TORCH_LIBRARY(scanops, m) {
       tags);
   // logcumsumexp's backward: dx for logcumsumexp(x; exclusive, reverse) = y and the incoming
   // gradient g (x, y, g of one shape and floating dtype), in one scan where the back end has
-  // it (CUDA: float32 rows), else the composite formula (registration/autograd.cpp).
+  // it (CUDA: float32), else the composite formula (registration/autograd.cpp).
   m.def(
       "_logcumsumexp_backward(Tensor x, Tensor y, Tensor g, int dim, *, bool exclusive, "
       "bool reverse) -> Tensor",

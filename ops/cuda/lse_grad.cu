@@ -1,11 +1,12 @@
-// scanops CUDA back end: logcumsumexp's backward as one scan of the row kernels
-// (row_scan.cuh) with LogScaledSumCombine (ops/lse_grad.h): reads x, y and g, writes dx, 16
-// bytes an element for float32. It replaces, along rows, the composite fused backward (a clamp
+// scanops CUDA back end: logcumsumexp's backward as one scan of the row or column kernels
+// (row_scan.cuh, column_scan.cuh) with LogScaledSumCombine (ops/lse_grad.h): reads x, y and
+// g, writes dx, 16 bytes an element for float32. It replaces the composite fused backward (a clamp
 // of y, the factors exp(y[k-1] - y[k]) and exp(x - y) as three elementwise passes, then a
 // linear recurrence over them accumulating in float64: 44 bytes an element and the float64
 // scan's registers); measured in docs/benchmarks/h200-2026-11-29-lse-backward.md.
 #include "ops/cuda/lse_grad.h"
 
+#include "ops/cuda/column_scan.cuh"
 #include "ops/cuda/row_scan.cuh"
 #include "ops/lse_grad.h"
 
@@ -70,6 +71,19 @@ struct LseGradSink : OutputSink<LseCombine, float> {
   }
 };
 
+// The column kernels' sink (they store element by element through store()): element i sits at
+// position (i / inner) % length. A type of its own: the same test in the row kernels' sink
+// (an inner of 1) cost their rows 2-3% (H200, bench/lse_backward_ab.py, 2^28 float32, rows
+// of 64 / 4096 / 16384: 1.436-1.441 -> 1.468, 1.134-1.137 -> 1.175, 1.117-1.119 -> 1.153 ms).
+struct LseGradColumnSink : LseGradSink {
+  int64_t inner = 1;
+  __device__ __forceinline__ void store(int64_t i, const state_t& s) const {
+    const bool none = s.y == __int_as_float(0x7f800000) && unreached >= 0 &&
+                      (i / inner) % length == unreached;
+    out[i] = none ? 0.0f : lse_exp(x[i] - s.y) * s.q;
+  }
+};
+
 }  // namespace
 
 // 3 blocks per SM (row_scan.cuh, row_three_blocks): 80 registers and 8 bytes of stack, where 2
@@ -79,7 +93,7 @@ struct LseGradSink : OutputSink<LseCombine, float> {
 template <>
 struct row_three_blocks<InputSource<LseCombine, float>, LseGradSink> : std::true_type {};
 
-void launch_lse_grad_rows(const LaunchContext& ctx, const LseGradArgs& a) {
+void launch_lse_grad(const LaunchContext& ctx, const LseGradArgs& a) {
   const InputSource<LseCombine, float> src{a.g, a.y, nullptr};
   LseGradSink dst{};
   dst.out = a.dx;
@@ -87,9 +101,16 @@ void launch_lse_grad_rows(const LaunchContext& ctx, const LseGradArgs& a) {
   dst.length = a.length;
   dst.unreached = a.exclusive ? (a.reverse ? 0 : a.length - 1) : -1;
   // outputs of more than 256 MB take evict-first stores, as launch_scan.cuh's (store_vec_hinted)
-  dst.streaming = a.rows * a.length * int64_t{sizeof(float)} > (int64_t{256} << 20);
+  dst.streaming = a.outer * a.length * a.inner * int64_t{sizeof(float)} > (int64_t{256} << 20);
   // the other direction: the sum runs over the outputs after each element in scan order
-  scan_rows<LseCombine>(ctx, src, dst, a.rows, a.length, ScanFlags{a.exclusive, !a.reverse});
+  const ScanFlags back{a.exclusive, !a.reverse};
+  if (a.inner == 1) {
+    scan_rows<LseCombine>(ctx, src, dst, a.outer, a.length, back);
+  } else {  // (the column kernels; a costly combine takes no vector tiles)
+    LseGradColumnSink cdst{dst};
+    cdst.inner = a.inner;
+    scan_columns<LseCombine>(ctx, src, cdst, a.outer, a.length, a.inner, back);
+  }
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 

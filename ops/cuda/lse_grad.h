@@ -1,5 +1,5 @@
-// scanops CUDA back end: logcumsumexp's backward in one scan along rows (lse_grad.cu), the
-// boundary between the host side (scan_cuda.cpp's LseGradFn) and the kernel.
+// scanops CUDA back end: logcumsumexp's backward in one scan (lse_grad.cu), the boundary
+// between the host side (scan_cuda.cpp's LseGradFn) and the kernels.
 #pragma once
 
 #include <cstdint>
@@ -9,16 +9,16 @@
 namespace scanops::cuda {
 
 // dx = the gradient of logcumsumexp(x; exclusive, reverse) = y for the incoming gradient g
-// (ops/lse_grad.h), float32, over `rows` lines of `length` contiguous elements (line r at
-// element r * length) of x, y, g and dx, all of the same layout. Enqueues on ctx.stream.
+// (ops/lse_grad.h), float32, along the middle dim of contiguous (outer, length, inner) x, y,
+// g and dx (inner == 1: rows). Enqueues on ctx.stream.
 struct LseGradArgs {
   const float* x;
   const float* y;
   const float* g;
   float* dx;
-  int64_t rows, length;
+  int64_t outer, length, inner;
   bool exclusive, reverse;
 };
-void launch_lse_grad_rows(const LaunchContext& ctx, const LseGradArgs& a);
+void launch_lse_grad(const LaunchContext& ctx, const LseGradArgs& a);
 
 }  // namespace scanops::cuda

@@ -158,30 +158,28 @@ bool jagged_offsets_cuda(const at::Tensor& offsets, int64_t total, at::Tensor* h
 }  // namespace
 
 namespace {
-// LseGradFn: float32 along rows (the elements after dim all one: the row kernels' layout), in
-// one scan (lse_grad.cu); x, y and g made contiguous first (g, the incoming gradient, is often
-// an expanded view: a copy costs 8 bytes an element, the composite formula 44). Other dtypes
-// and layouts: the composite formula.
+// LseGradFn: float32, any dim (the row kernels where the elements after dim are all one, else
+// the column kernels), in one scan (lse_grad.cu); x, y and g made contiguous first (g, the
+// incoming gradient, is often an expanded view: a copy costs 8 bytes an element, the
+// composite formula 44). float64: the composite formula.
 bool lse_grad_cuda(const at::Tensor& x, const at::Tensor& y, const at::Tensor& g, int64_t dim,
                    bool exclusive, bool reverse, at::Tensor& dx) {
   if (x.scalar_type() != at::kFloat) return false;
-  for (int64_t d = dim + 1; d < x.dim(); ++d) {
-    if (x.size(d) != 1) return false;
-  }
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < dim; ++d) outer *= x.size(d);
+  for (int64_t d = dim + 1; d < x.dim(); ++d) inner *= x.size(d);
   const at::Tensor xc = x.contiguous(), yc = y.contiguous(), gc = g.contiguous();
   const c10::cuda::CUDAGuard guard(x.device());
   const cudaDeviceProp* prop = at::cuda::getDeviceProperties(x.device().index());
   cuda::TensorScratch scratch(x);
-  const cuda::LaunchContext ctx{c10::cuda::getCurrentCUDAStream().stream(), prop->multiProcessorCount,
-                          &scratch, prop->major};
+  const cuda::LaunchContext ctx{c10::cuda::getCurrentCUDAStream().stream(),
+                                prop->multiProcessorCount, &scratch, prop->major};
   dx = at::empty_like(x, at::MemoryFormat::Contiguous);
-  const int64_t length = x.size(dim);
-  cuda::launch_lse_grad_rows(ctx, cuda::LseGradArgs{xc.const_data_ptr<float>(),
-                                                    yc.const_data_ptr<float>(),
-                                                    gc.const_data_ptr<float>(),
-                                                    dx.mutable_data_ptr<float>(),
-                                                    x.numel() / length, length, exclusive,
-                                                    reverse});
+  cuda::launch_lse_grad(ctx, cuda::LseGradArgs{xc.const_data_ptr<float>(),
+                                               yc.const_data_ptr<float>(),
+                                               gc.const_data_ptr<float>(),
+                                               dx.mutable_data_ptr<float>(), outer, x.size(dim),
+                                               inner, exclusive, reverse});
   return true;
 }
 

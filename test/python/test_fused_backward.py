@@ -378,20 +378,22 @@ def test_logcumsumexp_backward_fused_special(device, dtype, seed):
                 assert err <= max(floor, 4 * err_torch), (kind, e, r, err, err_torch)
 
 
-# The internal op itself (_logcumsumexp_backward): on CUDA, float32 along rows takes the
-# one-scan kernel (ops/cuda/lse_grad.cu; every mode of the row kernels: packed rows, a block a
-# row, look-back lines) and everything else the composite formula, as the CPU does. Checked
+# The internal op itself (_logcumsumexp_backward): on CUDA, float32 takes the one-scan kernel
+# (ops/cuda/lse_grad.cu; every mode of the row kernels: packed rows, a block a row, look-back
+# lines; the column kernels) and float64 the composite formula, as the CPU does. Checked
 # against the CPU's composite in float64 on the same float32 data (the CPU float64 run is the
 # reference: both compute the same sum), with an expanded (stride-0) g and a transposed x (the
 # kernel takes contiguous copies), special values, and bit for bit run to run.
-@pytest.mark.parametrize("shape", [(300, 64), (37, 1000), (3, 9000), (2, 150000), (70001,),
-                                   (4, 1, 2500, 1)],
-                         ids=["packed", "packed-odd", "rows", "lookback", "1d", "unit-dims"])
-def test_logcumsumexp_backward_op_cuda(shape, seed):
+@pytest.mark.parametrize("shape,dim", [((300, 64), 1), ((37, 1000), 1), ((3, 9000), 1),
+                                       ((2, 150000), 1), ((70001,), 0), ((4, 1, 2500, 1), 2),
+                                       ((2000, 7), 0), ((5, 3000, 40), 1), ((20000, 3), 0),
+                                       ((300, 520), 0)],
+                         ids=["packed", "packed-odd", "rows", "lookback", "1d", "unit-dims",
+                              "columns", "columns-3d", "narrow-columns", "wide-columns"])
+def test_logcumsumexp_backward_op_cuda(shape, dim, seed):
     if not torch.cuda.is_available():
         pytest.skip("needs CUDA")
     gen = make_gen(seed, "cpu")
-    dim = max(i for i, s in enumerate(shape) if s > 1)
     x = (3 * torch.randn(shape, generator=gen, dtype=torch.float64)).float()
     u = torch.rand(shape, generator=gen)
     x[u < 0.002] = float("-inf")
@@ -418,7 +420,7 @@ def test_logcumsumexp_backward_op_cuda(shape, seed):
         err = (got[fin] - want[fin]).abs().amax().item() / scale
         assert err <= 2e-5, (what, err)
     # a transposed (non-contiguous) x and y along the last dim
-    xt = x.reshape(-1, shape[dim]).t().contiguous().t()
+    xt = x.movedim(dim, -1).reshape(-1, shape[dim]).t().contiguous().t()
     y = ops.logcumsumexp(xt, 1)
     g = torch.randn(xt.shape, generator=gen)
     want = ops._logcumsumexp_backward(xt.double(), y.double(), g.double(), 1, exclusive=False,
