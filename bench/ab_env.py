@@ -97,6 +97,31 @@ def cases(n):
     out.append(("seg cummax one segment", lambda: ops.cummax(f32, 0, reset=r1), 17 * n))
     out.append(("seg cumsum reverse one segment",
                 lambda: ops.cumsum(f32, 0, reverse=True, reset=r1), 9 * n))
+    # segmented columns (the vector column tiles): values (N/64, 64) along dim 0 with a
+    # flag a row (the segment ops' layout), a dense reset of (N/32, 32), float64
+    c64 = f32.view(-1, 64)
+    r4 = torch.zeros(n // 64, dtype=torch.bool, device="cuda")
+    r4[::4] = True
+    r4 = r4.view(-1, 1)
+    ru = reset_of("uniform 1..4096", n // 64, gen).view(-1, 1)
+    out.append(("seg cols cumsum (N/64, 64) dim 0, row reset every 4",
+                lambda: ops.cumsum(c64, 0, reset=r4), 8 * n + n // 64))
+    out.append(("seg cols cumsum exclusive reverse (N/64, 64) dim 0, row reset every 4",
+                lambda: ops.cumsum(c64, 0, exclusive=True, reverse=True, reset=r4),
+                8 * n + n // 64))
+    out.append(("seg cols cumsum (N/64, 64) dim 0, row reset uniform 1..4096",
+                lambda: ops.cumsum(c64, 0, reset=ru), 8 * n + n // 64))
+    rd = (torch.rand(n, device="cuda") < 1 / 64).view(-1, 32)
+    out.append(("seg cols cumsum (N/32, 32) dim 0, dense reset 1/64",
+                lambda: ops.cumsum(f32.view(-1, 32), 0, reset=rd), 9 * n))
+    rk = (torch.rand(n, device="cuda") < 1 / 64).view(-1, 1024)
+    out.append(("seg cols cumsum (N/1024, 1024) dim 0, dense reset 1/64",
+                lambda: ops.cumsum(f32.view(-1, 1024), 0, reset=rk), 9 * n))
+    out.append(("seg cols cumsum (8, N/512, 64) dim 1, dense reset 1/64",
+                lambda: ops.cumsum(f32.view(8, -1, 64), 1, reset=rd.view(8, -1, 64)), 9 * n))
+    f64 = f32[: n // 2].double().view(-1, 64)
+    out.append(("seg cols cumsum float64 (N/128, 64) dim 0, row reset every 4",
+                lambda: ops.cumsum(f64, 0, reset=r4[: n // 128]), 8 * n + n // 128))
     # the row kernels: packed short rows (a segment head at every row start), rows of one
     # tile or a few (a block a row), rows chained by look-back
     short = f32.view(-1, 64)

@@ -31,16 +31,18 @@
 
 namespace scanops {
 
-template <class C>
+// (Head: bool, or a 32-bit word where a kernel keeps states in registers: the CUDA column
+// tiles, segmented.cuh's TileSegCombine.)
+template <class C, class Head = bool>
 struct SegState {
   typename C::state_t s;
-  bool head;  // the fold holds a segment's first element: it does not depend on what precedes
+  Head head;  // the fold holds a segment's first element: it does not depend on what precedes
 };
 
 // The monoid of segmented scans over any combine C (associative when C is).
-template <class C>
+template <class C, class Head = bool>
 struct SegmentedCombine {
-  using state_t = SegState<C>;
+  using state_t = SegState<C, Head>;
   static SCANOPS_HD state_t identity() { return {C::identity(), false}; }
   static SCANOPS_HD state_t combine(const state_t& f, const state_t& g) {
     if (g.head) return g;

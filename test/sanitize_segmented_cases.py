@@ -1,10 +1,10 @@
 """Small CUDA cases covering every path of the segmented scans' kernels (ops/cuda/segmented.cuh)
 for compute-sanitizer (memcheck, racecheck, synccheck, initcheck): rows a warp per whole rows
 and rows cut into chunks (three passes, carries by a thread per line and by a block per line),
-columns whole and cut into chunks, a middle dim, every combine kind, the four flag
-combinations, with and without initial, dense and broadcast resets. Each result is compared
-with the CPU back end's (the same walk; floating results to rounding, the rest exactly), so
-the run fails loudly too: it prints `mismatches: N`.
+columns whole, cut into chunks and on the vector column tiles, a middle dim, every combine
+kind, the four flag combinations, with and without initial, dense and broadcast resets. Each
+result is compared with the CPU back end's (the same walk; floating results to rounding, the
+rest exactly), so the run fails loudly too: it prints `mismatches: N`.
 
 Usage: compute-sanitizer --tool memcheck python test/sanitize_segmented_cases.py
        SCANOPS_SANITIZE_SUBSET=1 (racecheck etc.): two of the four flag combinations, the
@@ -23,9 +23,11 @@ subset = os.environ.get("SCANOPS_SANITIZE_SUBSET") == "1"
 g = torch.Generator().manual_seed(0)
 # (shape, dim): rows whole (>= 16 rows per SM on an H100 / H200), rows cut (few long rows,
 # 1-D long: many chunks, a block per line for the carries), columns whole (many lines or
-# short), columns cut (a thread per line for the carries, and a block per line), a middle dim
+# short), columns cut (a thread per line for the carries, and a block per line), a middle
+# dim; the sums of (5000, 8), (2100, 64) and (4, 3000, 16) take the vector column tiles
+# (dense resets, and a flag a row for one outer index), the other ops there the columns cut
 shapes = [((2200, 40), 1), ((3, 70001), 1), ((300001,), 0), ((40, 70000), 0), ((300, 3), 0),
-          ((5000, 8), 0), ((4, 3000, 16), 1), ((7,), 0)]
+          ((5000, 8), 0), ((2100, 64), 0), ((4, 3000, 16), 1), ((7,), 0)]
 flags = [(False, False), (True, True)] if subset else [(e, r) for e in (False, True) for r in (False, True)]
 bad = 0
 

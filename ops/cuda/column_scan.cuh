@@ -29,6 +29,8 @@
 // every carry order is fixed (run-to-run identical).
 #pragma once
 
+#include <concepts>
+
 #include "ops/cuda/row_scan.cuh"
 
 namespace scanops::cuda {
@@ -520,6 +522,30 @@ struct LanesCombine {
   }
 };
 
+// Combines of (state, segment head) pairs (segmented.cuh's TileSegCombine, which runs
+// column_vec_kernel for segmented columns) add two members, detected here:
+//   owns_prefix(s): s does not depend on what precedes it (it holds a segment head); a tile
+//     whose aggregate owns its prefix in every column publishes it as its inclusive prefix
+//     before its look-back (the bits the look-back would publish: combine(carry, agg) is
+//     agg), so the tiles below it do not wait for the ones above;
+//   exclusive_before(before, x): the exclusive output at element x (identity() at a head).
+// Every other combine compiles to the code it had before these existed.
+template <class Combine>
+concept HeadedCombine = requires(const typename Combine::state_t& s) {
+  { Combine::owns_prefix(s) } -> std::convertible_to<bool>;
+  Combine::exclusive_before(s, s);
+};
+
+template <class Combine>
+__device__ __forceinline__ typename Combine::state_t exclusive_before(
+    const typename Combine::state_t& before, const typename Combine::state_t& x) {
+  if constexpr (HeadedCombine<Combine>) {
+    return Combine::exclusive_before(before, x);
+  } else {
+    return before;
+  }
+}
+
 // The look-back's pinned combine (pinned.cuh), lane by lane.
 template <class Combine, int V, class State>
 struct PinnedCombine<LanesCombine<Combine, V, State>> {
@@ -555,10 +581,28 @@ constexpr int64_t kMinVecBands = 4;  // bands of 32 * V columns
 // spilled 240 bytes of complex64 cumprod, complex128 states, with 256).
 template <class Source>
 constexpr int vec_tile_rows() {
-  constexpr int held = static_cast<int>(sizeof(typename Source::held_t));
-  constexpr int state = static_cast<int>(sizeof(typename Source::state_t));
-  constexpr int r = (held >= 16 || state >= 16 ? 128 : 256) / (Source::kVec * held);
-  return r < 4 ? 4 : (r > 16 ? 16 : r);
+  if constexpr (requires { Source::kTileRows; }) {  // (a source that sets its own)
+    return Source::kTileRows;
+  } else {
+    constexpr int held = static_cast<int>(sizeof(typename Source::held_t));
+    constexpr int state = static_cast<int>(sizeof(typename Source::state_t));
+    constexpr int r = (held >= 16 || state >= 16 ? 128 : 256) / (Source::kVec * held);
+    return r < 4 ? 4 : (r > 16 ? 16 : r);
+  }
+}
+
+// Rows a lane holds at a time: all R of vec_tile_rows, unless the source sets fewer
+// (kHeldRows: segmented columns, whose (state, head) pairs take twice the input's
+// registers; a tile of R rows keeps the look-back's latency paid per tile small against its
+// bytes, and the rows are read again from L2 for the rescan).
+template <class Source>
+constexpr int vec_tile_held_rows() {
+  if constexpr (requires { Source::kHeldRows; }) {
+    return Source::kHeldRows < vec_tile_rows<Source>() ? Source::kHeldRows
+                                                        : vec_tile_rows<Source>();
+  } else {
+    return vec_tile_rows<Source>();
+  }
 }
 
 // Whether column_vec_kernel is compiled for these types: sources and sinks with the same
@@ -673,31 +717,52 @@ __global__ void __launch_bounds__(kVecTileMaxThreads, 1)  // (128 registers, as 
     const int64_t step = g.reverse ? -g.inner : g.inner;
     const int64_t idx0 = (o * g.length + (g.reverse ? g.length - 1 - s0 : s0)) * g.inner + col;
 
-    // The lane's R x V elements (the compiler issues every vector's loads first).
-    held_t x[R][V];
+    // The lane's R x V elements (the compiler issues every vector's loads first), held in
+    // batches of RH rows: RH == R (every source but the segmented one) holds them all from
+    // the fold to the rescan; RH < R folds the rows a batch at a time and, after the
+    // look-back, reads them again (from L2) to rescan them (vec_tile_held_rows).
+    constexpr int RH = vec_tile_held_rows<Source>();
+    static_assert(R % RH == 0, "whole batches");
+    auto load_rows = [&](int k0, held_t(&xb)[RH][V]) {
 #pragma unroll
-    for (int k = 0; k < R; ++k) {
-      if (active && k < m) {
-        const int64_t p = g.reverse ? g.length - 1 - (s0 + k) : s0 + k;
-        int64_t pos[V];  // (read by indexed combines only)
+      for (int k = 0; k < RH; ++k) {
+        if (active && k0 + k < m) {
+          const int64_t p = g.reverse ? g.length - 1 - (s0 + k0 + k) : s0 + k0 + k;
+          int64_t pos[V];  // (read by indexed combines only)
 #pragma unroll
-        for (int v = 0; v < V; ++v) pos[v] = p;
-        src.hold_vec(idx0 + k * step, pos, x[k]);
+          for (int v = 0; v < V; ++v) pos[v] = p;
+          src.hold_vec(idx0 + (k0 + k) * step, pos, xb[k]);
+        }
       }
-    }
 #pragma unroll
-    for (int k = 0; k < R; ++k) {
-      if (!(active && k < m)) {
+      for (int k = 0; k < RH; ++k) {
+        if (!(active && k0 + k < m)) {
 #pragma unroll
-        for (int v = 0; v < V; ++v) x[k][v] = Source::held_identity();
+          for (int v = 0; v < V; ++v) xb[k][v] = Source::held_identity();
+        }
       }
-    }
+    };
+    held_t x[RH][V];
+    load_rows(0, x);
     lanes_t total;
 #pragma unroll
     for (int v = 0; v < V; ++v) {
       total.v[v] = src.lift_held(x[0][v]);
 #pragma unroll
-      for (int k = 1; k < R; ++k) total.v[v] = Combine::combine(total.v[v], src.lift_held(x[k][v]));
+      for (int k = 1; k < RH; ++k) total.v[v] = Combine::combine(total.v[v], src.lift_held(x[k][v]));
+    }
+    if constexpr (RH < R) {
+#pragma unroll 1
+      for (int k0 = RH; k0 < m; k0 += RH) {
+        load_rows(k0, x);
+#pragma unroll
+        for (int v = 0; v < V; ++v) {
+#pragma unroll
+          for (int k = 0; k < RH; ++k) {
+            total.v[v] = Combine::combine(total.v[v], src.lift_held(x[k][v]));
+          }
+        }
+      }
     }
     // Narrow bands (L < 32): the warp's 32 / L groups of lanes hold consecutive runs of R
     // rows; per column, the groups' exclusive prefixes within the warp (lane l's group
@@ -735,9 +800,22 @@ __global__ void __launch_bounds__(kVecTileMaxThreads, 1)  // (128 registers, as 
 #pragma unroll
         for (int v = 0; v < V; ++v) carry.v[v] = dst.line_start(o * g.inner + col + v);
       }
+      // (HeadedCombine: whether every active column's aggregate owns its prefix; warp-uniform.)
+      bool own = false;
+      if constexpr (HeadedCombine<Combine>) {
+        bool mine = true;
+#pragma unroll
+        for (int v = 0; v < V; ++v) mine = mine && Combine::owns_prefix(agg.v[v]);
+        own = rt > 0 && __all_sync(0xffffffffu, mine || !active);
+      }
       if (rt > 0) {
-        detail::warp_publish(status.flags + item, slot(status.aggregate, item), agg, kAggregate,
-                             lead);
+        if (own) {
+          detail::warp_publish(status.flags + item, slot(status.inclusive, item),
+                               lookback_combine<Lanes>(Lanes::identity(), agg), kInclusive, lead);
+        } else {
+          detail::warp_publish(status.flags + item, slot(status.aggregate, item), agg,
+                               kAggregate, lead);
+        }
         // Lane d watches item rt - 1 - d of the band (d < n: the row tiles above exist).
         const int stop = detail::wait_window<(kWindow + kWarpSize - 1) / kWarpSize>(
             [&](int d) { return status.flags + (rt - 1 - d) * bands + band; },
@@ -759,7 +837,7 @@ __global__ void __launch_bounds__(kVecTileMaxThreads, 1)  // (128 registers, as 
         const int from = lane % L;
         carry = fold_left<Lanes, 4>(stop + 1, [&](int d) { return window[d * kWarpSize + from]; });
       }
-      if (rt + 1 < g.row_tiles) {  // the last row tile has no successor
+      if (rt + 1 < g.row_tiles && !own) {  // the last row tile has no successor
         detail::warp_publish(status.flags + item, slot(status.inclusive, item),
                              lookback_combine<Lanes>(carry, agg), kInclusive, lead);
       }
@@ -782,18 +860,30 @@ __global__ void __launch_bounds__(kVecTileMaxThreads, 1)  // (128 registers, as 
         for (int v = 0; v < V; ++v) carry[v] = Combine::combine(carry[v], group_prefix.v[v]);
       }
       auto scan_store = [&](auto epilogue) {
+        auto rescan = [&](int k0) {
 #pragma unroll
-        for (int k = 0; k < R; ++k) {
-          if (k < m) {
-            lowered_t y[V];
+          for (int k = 0; k < RH; ++k) {
+            if (k0 + k < m) {
+              lowered_t y[V];
 #pragma unroll
-            for (int v = 0; v < V; ++v) {
-              const state_t before = carry[v];
-              carry[v] = Combine::combine(carry[v], src.lift_held(x[k][v]));
-              y[v] = Sink::lower(g.exclusive ? before : carry[v]);
+              for (int v = 0; v < V; ++v) {
+                const state_t e = src.lift_held(x[k][v]);
+                const state_t before = exclusive_before<Combine>(carry[v], e);
+                carry[v] = Combine::combine(carry[v], e);
+                y[v] = Sink::lower(g.exclusive ? before : carry[v]);
+              }
+              dst.template put_vec<decltype(epilogue)::value>(idx0 + (k0 + k) * step, y);
             }
-            dst.template put_vec<decltype(epilogue)::value>(idx0 + k * step, y);
           }
+        };
+        if constexpr (RH < R) {
+#pragma unroll 1
+          for (int k0 = 0; k0 < m; k0 += RH) {
+            load_rows(k0, x);
+            rescan(k0);
+          }
+        } else {
+          rescan(0);
         }
       };
       // The epilogue's test once per tile, not in every vector's store. Measured on the H100

@@ -49,11 +49,16 @@ struct LseGradSink : OutputSink<LseCombine, float> {
     Vec<float, V> x;
   };
   static __device__ __forceinline__ lowered_t lower(const state_t& s) { return s; }
-  __device__ __forceinline__ float grad(int64_t i, float xv, const state_t& s) const {
-    if (s.y == __int_as_float(0x7f800000) && unreached >= 0 && i % length == unreached) {
-      return 0.0f;
-    }
+  // dx of the element of input xv and state s; at_unreached(): whether the element is at
+  // position `unreached` of its line (asked only where Y is +inf).
+  template <class AtUnreached>
+  __device__ __forceinline__ float grad(float xv, const state_t& s, AtUnreached&& at_unreached) const {
+    if (s.y == __int_as_float(0x7f800000) && unreached >= 0 && at_unreached()) return 0.0f;
     return lse_exp(xv - s.y) * s.q;
+  }
+  // Element i of a row problem (inner == 1): at position i % length.
+  __device__ __forceinline__ float grad(int64_t i, float xv, const state_t& s) const {
+    return grad(xv, s, [&] { return i % length == unreached; });
   }
   __device__ __forceinline__ bool vec_ok(int64_t i) const {
     return is_aligned<V>(out + i) && is_aligned<V>(x + i);
@@ -78,9 +83,7 @@ struct LseGradSink : OutputSink<LseCombine, float> {
 struct LseGradColumnSink : LseGradSink {
   int64_t inner = 1;
   __device__ __forceinline__ void store(int64_t i, const state_t& s) const {
-    const bool none = s.y == __int_as_float(0x7f800000) && unreached >= 0 &&
-                      (i / inner) % length == unreached;
-    out[i] = none ? 0.0f : lse_exp(x[i] - s.y) * s.q;
+    out[i] = grad(x[i], s, [&] { return (i / inner) % length == unreached; });
   }
 };
 

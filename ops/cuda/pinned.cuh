@@ -157,9 +157,9 @@ struct PinnedCombine<LogAddExpCombine<T>, std::enable_if_t<std::is_floating_poin
 };
 
 // Segmented scans' monoid over any combine C (ops/segmented.h).
-template <class C>
-struct PinnedCombine<SegmentedCombine<C>> {
-  using state_t = SegState<C>;
+template <class C, class Head>
+struct PinnedCombine<SegmentedCombine<C, Head>> {
+  using state_t = SegState<C, Head>;
   static __device__ __forceinline__ state_t combine(const state_t& f, const state_t& g) {
     if (g.head) return g;
     return {PinnedCombine<C>::combine(f.s, g.s), f.head};

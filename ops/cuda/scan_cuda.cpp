@@ -69,6 +69,16 @@ constexpr bool is_instantiated() {
 
 CompanionLayout layout(const BroadcastStrides& s) { return {s.in_place, s.so, s.sl, s.si}; }
 
+// The launch context of a call on tensor t's device, under the caller's CUDAGuard: ATen's
+// current stream, the SM count and compute capability from ATen's cached device properties
+// (no driver query per call), and the caller's scratch (alive until its launches are
+// enqueued).
+LaunchContext launch_context(const at::Tensor& t, TensorScratch& scratch) {
+  const cudaDeviceProp* prop = at::cuda::getDeviceProperties(t.device().index());
+  return LaunchContext{c10::cuda::getCurrentCUDAStream().stream(), prop->multiProcessorCount,
+                       &scratch, prop->major};
+}
+
 template <class Combine, class in_t, class out_t>
 struct CudaRunner {
   static_assert(is_instantiated<Combine, in_t, out_t>(),
@@ -76,13 +86,9 @@ struct CudaRunner {
 
   static void run(const ScanProblem& p) {
     const c10::cuda::CUDAGuard guard(p.in.input.device());
-    // ATen caches the device properties: no driver query per call.
-    const cudaDeviceProp* prop = at::cuda::getDeviceProperties(p.in.input.device().index());
-    const int sms = prop->multiProcessorCount;
     TensorScratch scratch(p.in.input);
     const ProblemData<in_t, out_t> data(p);
-    const LaunchContext ctx{c10::cuda::getCurrentCUDAStream().stream(), sms, &scratch,
-                            prop->major};
+    const LaunchContext ctx = launch_context(p.in.input, scratch);
     if (p.segments.defined()) {
       const SegmentedDeviceProblem s{data.input,
                                      data.coeff,
@@ -170,10 +176,8 @@ bool lse_grad_cuda(const at::Tensor& x, const at::Tensor& y, const at::Tensor& g
   for (int64_t d = dim + 1; d < x.dim(); ++d) inner *= x.size(d);
   const at::Tensor xc = x.contiguous(), yc = y.contiguous(), gc = g.contiguous();
   const c10::cuda::CUDAGuard guard(x.device());
-  const cudaDeviceProp* prop = at::cuda::getDeviceProperties(x.device().index());
   cuda::TensorScratch scratch(x);
-  const cuda::LaunchContext ctx{c10::cuda::getCurrentCUDAStream().stream(),
-                                prop->multiProcessorCount, &scratch, prop->major};
+  const cuda::LaunchContext ctx = cuda::launch_context(x, scratch);
   dx = at::empty_like(x, at::MemoryFormat::Contiguous);
   cuda::launch_lse_grad(ctx, cuda::LseGradArgs{xc.const_data_ptr<float>(),
                                                yc.const_data_ptr<float>(),

@@ -15,9 +15,13 @@
 //     chained by a deterministic decoupled look-back; a chunk whose first element is a head
 //     needs no carry and reads its elements once, any other reduces them first (a second
 //     read, from L2).
-//   inner > 1 (columns): a thread per (outer index, chunk of positions, column), the column
-//     fastest among consecutive threads (coalesced loads), walking its positions with K
-//     elements loaded ahead (walk_batched).
+//   inner > 1 (columns), few long lines of a cheap combine over dense operands (a sum or
+//     product whose (state, head) vectors fit: float32 / float64 / int64 / complex64 sums,
+//     float64 / int64 products): column_scan.cuh's vector column tiles run on (state, head)
+//     pairs (launch_vec_columns below), one launch (a tile read twice, the second from L2).
+//   inner > 1 (columns), the rest: a thread per (outer index, chunk of positions, column),
+//     the column fastest among consecutive threads (coalesced loads), walking its positions
+//     with K elements loaded ahead (walk_batched).
 //       outer * inner >= kColumnLinesPerSM lines per SM, or short lines: whole lines, one
 //       launch. Otherwise lines are cut into chunks, at most kColumnThreadsPerSM threads per
 //       SM (one round of resident threads): the chunk totals (first launch), their exclusive
@@ -49,6 +53,7 @@
 #include <type_traits>
 
 #include "ops/cuda/block_scan.cuh"
+#include "ops/cuda/column_scan.cuh"
 #include "ops/cuda/common.cuh"
 #include "ops/cuda/lookback.cuh"
 #include "ops/cuda/segmented.h"
@@ -373,9 +378,198 @@ void launch_carries(const Args<C, in_t, out_t>& a, const LaunchContext& ctx, Wid
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
+// ---- columns through the vector column tiles -----------------------------------------------
+//
+// Few long lines (what the kernels above cut into chunks, three launches) of a cheap combine
+// over dense operands take column_scan.cuh's column_vec_kernel, run on the (state, head)
+// pairs: TileSegCombine is SegmentedCombine with the members that kernel reads of a combine,
+// VecSegSource lifts each element with its head flag (vector loads of the input, mask,
+// coefficients and reset), VecSegSink lowers a pair's state. The tiles' aggregates, warp
+// scans and per-column deterministic look-back are that kernel's; a tile whose aggregate holds
+// a head in every column publishes it as its inclusive prefix at once (owns_prefix), so with
+// short segments the tiles do not wait in a chain. The association is the kernel's, fixed by
+// the shape (run-to-run identical), as for the unsegmented columns. Measured (H200, against
+// the three passes): docs/benchmarks/h200-2026-11-29-segmented-columns.md.
+//
+// (The head as a 32-bit word, not SegState's bool: with bools in the lanes' vectors of
+// states ptxas kept them on the stack, 200-400 bytes a thread.)
+template <class C>
+using TileSegState = SegState<C, uint32_t>;
+
+template <class C>
+struct TileSegCombine : SegmentedCombine<C, uint32_t> {
+  using state_t = TileSegState<C>;
+  static constexpr int arity = 1;
+  static constexpr bool indexed = false;
+  static constexpr bool selects = C::selects;
+  static constexpr bool costly = C::costly;
+  static __device__ __forceinline__ bool owns_prefix(const state_t& s) { return s.head != 0; }
+  static __device__ __forceinline__ state_t exclusive_before(const state_t& before,
+                                                             const state_t& x) {
+    return x.head != 0 ? SegmentedCombine<C, uint32_t>::identity() : before;
+  }
+};
+
+}  // namespace seg
+
+// The look-back's combine of TileSegCombine: SegmentedCombine's (pinned.cuh).
+template <class C>
+struct PinnedCombine<seg::TileSegCombine<C>> : PinnedCombine<SegmentedCombine<C, uint32_t>> {};
+
+namespace seg {
+
+// Element i at position pos of its line: (lift, head) with SegmentedArgs' head rule (the
+// line's first element in scan order is a head where the line has no initial value; any
+// other reads the reset of its own row forward, of the next row reverse). The reset is
+// dense (a vector at i + head_step) or, for one outer index, one flag a row shared by the
+// columns (`rows`: the flag at (pos + row_step) * row_stride: jagged values of shape
+// (total, features), the segment ops' layout).
+template <class C, class in_t>
+struct VecSegSource {
+  using state_t = TileSegState<C>;
+  using held_t = state_t;
+  static constexpr int kVec = vec_width<in_t>();
+  static constexpr bool kCompanions = false;
+  static constexpr int kInBytes = sizeof(in_t);
+  // Rows a lane takes in a tile, and holds at a time (column_scan.cuh's vec_tile_rows and
+  // vec_tile_held_rows): 32 and 8, a tile of 1024 rows of 64 float32 columns (256 KB) read
+  // twice. Measured on the H200 (bench/ab_env.py, 2^28 elements, share of the floor; float32
+  // (N/64, 64) along dim 0 with a flag every 4 rows / float64 (N/128, 64)): 4 rows held,
+  // no second read, 19.9% / 26.5%; 16 rows holding 8 (4 for float64) 30.9% / 43.1%; these
+  // 30.3% / 50.6%; the same in 8-warp tiles, two blocks an SM, 31.4% / 41.5% (float64 holding
+  // 4). The three passes of launch_columns: 22.8% / 39.7%.
+  static constexpr int kTileRows = 32;
+  static constexpr int kHeldRows = 8;
+  const in_t* in;
+  const in_t* coeff;  // arity 2 only
+  const bool* mask;   // nullptr: none
+  const bool* reset;
+  int64_t head_step;   // dense: 0 forward, inner reverse
+  int64_t row_step;    // rows: 0 forward, 1 reverse
+  int64_t row_stride;  // rows: the reset's stride along the scan dim
+  int64_t first;       // the position of a line's first element in scan order
+  bool first_head;     // the lines have no initial values
+  bool rows;           // the reset is one flag a row (else dense)
+
+  static __device__ __forceinline__ held_t held_identity() {
+    return SegmentedCombine<C, uint32_t>::identity();
+  }
+  __device__ __forceinline__ state_t lift_held(const held_t& h) const { return h; }
+  __device__ __forceinline__ void hold_vec(int64_t i, const int64_t (&pos)[kVec],
+                                           held_t (&out)[kVec]) const {
+    using V = Vec<in_t, kVec>;
+    using B = Vec<bool, kVec>;
+    const V x = *reinterpret_cast<const V*>(in + i);
+    V a{};
+    if constexpr (C::arity == 2) a = *reinterpret_cast<const V*>(coeff + i);
+    B m{};
+    if constexpr (kHasMask<C>) {
+      if (mask != nullptr) m = *reinterpret_cast<const B*>(mask + i);
+    }
+    const bool at_first = pos[0] == first;  // (a vector's elements share their row)
+    B r{};
+    if (!at_first) {
+      if (rows) {
+        const bool h = reset[(pos[0] + row_step) * row_stride];
+#pragma unroll
+        for (int v = 0; v < kVec; ++v) r.v[v] = h;
+      } else {
+        r = *reinterpret_cast<const B*>(reset + i + head_step);
+      }
+    }
+#pragma unroll
+    for (int v = 0; v < kVec; ++v) {
+      if constexpr (C::arity == 2) {
+        out[v].s = C::template lift<in_t>(a.v[v], x.v[v]);
+      } else if constexpr (kHasMask<C>) {
+        out[v].s = mask != nullptr && !m.v[v] ? C::identity() : C::template lift<in_t>(x.v[v]);
+      } else {
+        out[v].s = C::template lift<in_t>(x.v[v]);
+      }
+      out[v].head = at_first ? first_head : r.v[v];  // (0 or 1)
+    }
+  }
+};
+
+template <class C, class out_t>
+struct VecSegSink {
+  using Base = OutputSink<C, out_t>;
+  using state_t = TileSegState<C>;
+  using lowered_t = typename Base::lowered_t;
+  static constexpr int kVec = Base::kVec;
+  Base base;
+  __device__ __forceinline__ bool has_initial() const { return base.has_initial(); }
+  __device__ __forceinline__ state_t line_start(int64_t line) const {
+    return {base.line_start(line), 1u};  // (SegmentedArgs::line_start)
+  }
+  __device__ __forceinline__ bool has_epilogue() const { return false; }
+  static __device__ __forceinline__ lowered_t lower(const state_t& s) { return Base::lower(s.s); }
+  template <bool kEpilogue = true>
+  __device__ __forceinline__ void put_vec(int64_t i, const lowered_t (&y)[kVec]) const {
+    base.template put_vec<false>(i, y);
+  }
+};
+
+// Whether the vector column tiles took the problem (else the caller's kernels run it).
+template <class C, class in_t, class out_t>
+bool launch_vec_columns(const Args<C, in_t, out_t>& a, const LaunchContext& ctx) {
+  using K = TileSegCombine<C>;
+  using Src = VecSegSource<C, in_t>;
+  using Snk = VecSegSink<C, out_t>;
+  if constexpr (!vec_columns_compiled<K, Src, Snk>()) {
+    return false;
+  } else {
+    constexpr int V = Src::kVec;
+    const auto dense = [&](const SegStrides& st) {
+      return (a.outer == 1 || st.so == a.length * a.inner) && st.sl == a.inner && st.si == 1;
+    };
+    const auto aligned = [](const void* p, int64_t bytes) {
+      return p == nullptr || reinterpret_cast<uintptr_t>(p) % bytes == 0;
+    };
+    constexpr int64_t in_vec = V * static_cast<int64_t>(sizeof(in_t));
+    const bool masked = kHasMask<C> && a.mask != nullptr;
+    const bool rows = a.outer == 1 && a.reset_at.si == 0;  // one flag a row
+    if (a.inner % V != 0 || !(rows || (dense(a.reset_at) && aligned(a.reset, V))) ||
+        (masked && !dense(a.mask_at)) || (C::arity == 2 && !dense(a.coeff_at)) ||
+        !aligned(a.input, in_vec) || (C::arity == 2 && !aligned(a.coeff, in_vec)) ||
+        (masked && !aligned(a.mask, V)) ||
+        !aligned(a.values, V * static_cast<int64_t>(sizeof(out_t)))) {
+      return false;
+    }
+    const ColTileGeometry g =
+        vec_tile_geometry<Src>(a.outer, a.length, a.inner, ScanFlags{a.exclusive, a.reverse});
+    const bool full_bands = a.inner % (int64_t{g.row_lanes} * V) == 0;
+    if (g.row_tiles < 2 || !(a.outer * g.col_tiles >= kMinVecBands || full_bands)) return false;
+    constexpr int64_t kStreamingBytes = int64_t{64} << 20;  // (as the row kernel's)
+    const int64_t n = a.outer * a.length * a.inner;
+    Src src{a.input,
+            C::arity == 2 ? a.coeff : nullptr,
+            masked ? a.mask : nullptr,
+            a.reset,
+            a.reverse ? a.inner : 0,
+            a.reverse ? 1 : 0,
+            a.reset_at.sl,
+            a.reverse ? a.length - 1 : 0,
+            a.initial == nullptr,
+            rows};
+    Snk dst{typename Snk::Base{a.values, nullptr, n * static_cast<int64_t>(sizeof(out_t)) >
+                                                      kStreamingBytes,
+                               nullptr, nullptr, nullptr, a.initial}};
+    const int64_t items = a.outer * g.col_tiles * g.row_tiles;
+    const auto status =
+        make_chunk_status<typename LanesCombine<K, V>::state_t>(ctx, items, kWarpSize);
+    column_vec_kernel<K, Src, Snk>
+        <<<grid_size(ctx, items, kVecTileWarpsFewBands / g.tile_warps), g.tile_warps * kWarpSize,
+           0, ctx.stream>>>(src, dst, g, status);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    return true;
+  }
+}
+
 template <class C, class in_t, class out_t>
 void launch_columns(const Args<C, in_t, out_t>& a, const LaunchContext& ctx) {
   const int64_t lines = a.outer * a.inner;
+  if (lines < ctx.sms * kColumnLinesPerSM && launch_vec_columns(a, ctx)) return;
   int64_t chunks = 1;
   if (lines < ctx.sms * kColumnLinesPerSM && a.length >= 2 * kColumnMinChunk) {
     // At most one thread per resident thread: a single round, no tail of a few chunks.

@@ -1860,6 +1860,83 @@ def test_cuda_last_head_of_chunks(op, seed):
                                      reset_cuda=r_cuda)
 
 
+# Column problems of a sum or product over dense, aligned operands (`inner` a multiple of the
+# vector width) take the vector column tiles (segmented.cuh, launch_vec_columns): float32 /
+# float64 / int64 / complex64 sums, float64 / int64 products.
+VEC_COLUMN_DTYPES = {"cumsum": [f32, f64, i64, c64], "masked_cumsum": [f32, f64, i64],
+                     "cumprod": [f64, i64]}
+
+
+def vec_column_resets(kind, shape, gen):
+    """Resets of an (outer, length, inner) problem along dim 1: "dense" (a head in nearly every
+    tile of every column: tiles publish their own prefix), "sparse" (look-back chains),
+    "mixed" (dense columns beside columns with no head: a warp's tile waits on its
+    look-back), "edges" (rows at and around multiples of 64..1024, the first and last row)."""
+    outer, length, inner = shape
+    if kind == "dense":
+        return torch.rand(shape, generator=gen) < 0.3
+    if kind == "sparse":
+        return torch.rand(shape, generator=gen) < 0.001
+    r = torch.zeros(shape, dtype=b8)
+    if kind == "mixed":
+        r[:, :, : inner // 2] = torch.rand((outer, length, inner // 2), generator=gen) < 0.2
+        r[:, length // 3: length // 2] = False  # a stretch of rows with no head at all
+        return r
+    rows = {0, length - 1}
+    for e in (64, 128, 256, 512, 1024):
+        for k in range(1, length // e + 1):
+            rows.update(k * e + d for d in (-1, 0, 1))
+    rows = [q for q in rows if 0 <= q < length]
+    r[:, rows] = torch.rand((outer, len(rows), inner), generator=gen) < 0.7
+    return r
+
+
+@needs_cuda
+@pytest.mark.parametrize("op", list(VEC_COLUMN_DTYPES))
+def test_cuda_vector_columns(op, seed):
+    """Segmented columns on the vector column tiles: one band (16 lanes of 4 float32 columns),
+    narrow bands of 8 columns, several bands, two column tiles a row; every flag, initial on
+    alternate cases, every reset kind above; against the CPU (exact for integers), bitwise
+    the same run to run. Also a reset of one flag a row (shared by the columns) and one stored
+    one byte past an aligned address (the kernels it falls back to)."""
+    gen = torch.Generator().manual_seed(seed)
+    shapes = [(1, 3001, 64), (2, 2049, 8), (5, 1000, 128), (1, 2500, 256), (3, 777, 32)]
+    kinds = ["dense", "sparse", "mixed", "edges"]
+    for k, (shape, dt) in enumerate(itertools.product(shapes, VEC_COLUMN_DTYPES[op])):
+        x, mask, a = long_inputs(op, shape, dt, gen)
+        c = rand(line_shape(shape, 1), result_dtype(op, dt), gen, op)
+        for j, (excl, rev) in enumerate(FLAGS):
+            kind = kinds[(k + j) % len(kinds)]
+            r = vec_column_resets(kind, shape, gen)
+            init = c if (k + j) % 2 else None
+            ctx = f"cuda {op} {shape} dim=1 {kind} {dt} excl={excl} rev={rev} init={init is not None}"
+            got = check_cuda_reset(op, dt, x, 1, excl, rev, init, r, mask, a, ctx)
+            if op in ("cumsum", "masked_cumsum") and dt == i64:
+                assert_exact(got, vec_segmented_cumsum(x, 1, excl, rev, r, init, mask), ctx)
+    # one flag a row shared by the columns (the segment ops' layout: values (total, features))
+    for shape, kind in (((1, 3001, 64), "dense"), ((1, 2500, 256), "sparse"), ((1, 2049, 8), "edges")):
+        for dt in VEC_COLUMN_DTYPES[op]:
+            x, mask, a = long_inputs(op, shape, dt, gen)
+            c = rand(line_shape(shape, 1), result_dtype(op, dt), gen, op)
+            r = vec_column_resets(kind, shape[:2] + (1,), gen)
+            for j, (excl, rev) in enumerate(FLAGS):
+                init = c if j % 2 else None
+                ctx = f"cuda {op} {shape} row reset {kind} {dt} excl={excl} rev={rev} init={init is not None}"
+                got = check_cuda_reset(op, dt, x, 1, excl, rev, init, r, mask, a, ctx)
+                if op in ("cumsum", "masked_cumsum") and dt == i64:
+                    assert_exact(got, vec_segmented_cumsum(x, 1, excl, rev, r.expand(shape), init, mask), ctx)
+    shape = (1, 3001, 64)
+    base = torch.zeros(shape[0] * shape[1] * shape[2] + 1, dtype=b8)
+    base[1:] = vec_column_resets("dense", shape, gen).flatten()
+    r = base[1:].view(shape)
+    r_cuda = to("cuda", base)[0][1:].view(shape)
+    for dt in VEC_COLUMN_DTYPES[op]:
+        x, mask, a = long_inputs(op, shape, dt, gen)
+        for excl, rev in FLAGS:
+            ctx = f"cuda {op} {shape} offset reset {dt} excl={excl} rev={rev}"
+            check_cuda_reset(op, dt, x, 1, excl, rev, None, r, mask, a, ctx, reset_cuda=r_cuda)
+
+
 @needs_cuda
 def test_cuda_segment_many_and_long(seed):
     gen = torch.Generator().manual_seed(seed)
