@@ -119,6 +119,12 @@ def cases(n):
                 lambda: ops.cumsum(f32.view(-1, 1024), 0, reset=rk), 9 * n))
     out.append(("seg cols cumsum (8, N/512, 64) dim 1, dense reset 1/64",
                 lambda: ops.cumsum(f32.view(8, -1, 64), 1, reset=rd.view(8, -1, 64)), 9 * n))
+    rt = r4[: n // 64].view(8, -1, 1)  # one flag a token: (B, L, 1) of values (B, L, 64)
+    out.append(("seg cols cumsum (8, N/512, 64) dim 1, token reset every 4",
+                lambda: ops.cumsum(f32.view(8, -1, 64), 1, reset=rt), 8 * n + n // 64))
+    rb = rd.view(8, -1, 64)[:1]  # one reset for every outer index
+    out.append(("seg cols cumsum (8, N/512, 64) dim 1, dense reset 1/64 over outer",
+                lambda: ops.cumsum(f32.view(8, -1, 64), 1, reset=rb), 8 * n + n // 8))
     f64 = f32[: n // 2].double().view(-1, 64)
     out.append(("seg cols cumsum float64 (N/128, 64) dim 0, row reset every 4",
                 lambda: ops.cumsum(f64, 0, reset=r4[: n // 128]), 8 * n + n // 128))

@@ -25,7 +25,8 @@ g = torch.Generator().manual_seed(0)
 # 1-D long: many chunks, a block per line for the carries), columns whole (many lines or
 # short), columns cut (a thread per line for the carries, and a block per line), a middle
 # dim; the sums of (5000, 8), (2100, 64) and (4, 3000, 16) take the vector column tiles
-# (dense resets, and a flag a row for one outer index), the other ops there the columns cut
+# (dense resets, a flag a row, a flag a row broadcast over the outer indices, one flag a
+# token of (4, 3000, 16)), the other ops there the columns cut
 shapes = [((2200, 40), 1), ((3, 70001), 1), ((300001,), 0), ((40, 70000), 0), ((300, 3), 0),
           ((5000, 8), 0), ((2100, 64), 0), ((4, 3000, 16), 1), ((7,), 0)]
 flags = [(False, False), (True, True)] if subset else [(e, r) for e in (False, True) for r in (False, True)]
@@ -55,7 +56,10 @@ for shape, dim in shapes:
     line = list(shape)
     del line[dim]
     init = torch.randn(line, generator=g, dtype=torch.float64)
-    for reset in ((dense,) if subset else (dense, broad)):
+    resets = [dense] if subset else [dense, broad]
+    if len(shape) == 3 and not subset:  # one flag a token under several outer indices
+        resets.append(torch.rand(shape[:2] + (1,), generator=g) < 0.02)
+    for reset in resets:
         for e, r in flags:
             for with_init in (False, True):
                 kw = dict(exclusive=e, reverse=r, reset=reset)

@@ -668,6 +668,26 @@ ColTileGeometry vec_tile_geometry(int64_t outer, int64_t length, int64_t inner,
                          flags.exclusive, flags.reverse, lanes, warps};
 }
 
+// Whether column_vec_kernel's tiles g suit their problem: two row tiles or more, and
+// kMinVecBands bands or more unless every lane of a band has columns (one band is a single
+// chain of tiles: its rate is bounded by the bytes per tile).
+template <int V>
+bool vec_tiles_fit(const ColTileGeometry& g) {
+  const bool full_bands = g.inner % (int64_t{g.row_lanes} * V) == 0;
+  return g.row_tiles > 1 && (g.outer * g.col_tiles >= kMinVecBands || full_bands);
+}
+
+// The source a tile of outer index o reads: a source with at_outer (a copy that reads that
+// outer index's companions: segmented.cuh's VecSegSource) gives it, any other is itself.
+template <class Source>
+__device__ __forceinline__ decltype(auto) source_at_outer(const Source& src, int64_t o) {
+  if constexpr (requires { src.at_outer(o); }) {
+    return src.at_outer(o);
+  } else {
+    return (src);  // (a reference: no copy)
+  }
+}
+
 template <class Combine, class Source, class Sink>
 __global__ void __launch_bounds__(kVecTileMaxThreads, 1)  // (128 registers, as 256 x 2)
     column_vec_kernel(Source src, Sink dst, ColTileGeometry g,
@@ -712,6 +732,7 @@ __global__ void __launch_bounds__(kVecTileMaxThreads, 1)  // (128 registers, as 
     const int64_t o = band / g.col_tiles;
     const int64_t col = ((band - o * g.col_tiles) * L + lane % L) * V;
     const bool active = col < g.inner;  // (inner is a multiple of V)
+    decltype(auto) tsrc = source_at_outer(src, o);
     const int64_t s0 = rt * tile_rows + (int64_t{warp} * (kWarpSize / L) + lane / L) * R;
     const int m = static_cast<int>(std::max<int64_t>(0, std::min<int64_t>(R, g.length - s0)));
     const int64_t step = g.reverse ? -g.inner : g.inner;
@@ -731,7 +752,7 @@ __global__ void __launch_bounds__(kVecTileMaxThreads, 1)  // (128 registers, as 
           int64_t pos[V];  // (read by indexed combines only)
 #pragma unroll
           for (int v = 0; v < V; ++v) pos[v] = p;
-          src.hold_vec(idx0 + (k0 + k) * step, pos, xb[k]);
+          tsrc.hold_vec(idx0 + (k0 + k) * step, pos, xb[k]);
         }
       }
 #pragma unroll
@@ -898,6 +919,20 @@ __global__ void __launch_bounds__(kVecTileMaxThreads, 1)  // (128 registers, as 
   }
 }
 
+// Enqueues column_vec_kernel over the tiles g (vec_tiles_fit, vec_columns_ok: the caller's).
+template <class Combine, class Source, class Sink>
+void launch_column_vec(const LaunchContext& ctx, const Source& src, const Sink& dst,
+                       const ColTileGeometry& g) {
+  const int64_t items = g.outer * g.col_tiles * g.row_tiles;
+  const auto status =
+      make_chunk_status<typename LanesCombine<Combine, Source::kVec>::state_t>(ctx, items,
+                                                                               kWarpSize);
+  column_vec_kernel<Combine, Source, Sink>
+      <<<grid_size(ctx, items, kVecTileWarpsFewBands / g.tile_warps), g.tile_warps * kWarpSize,
+         0, ctx.stream>>>(src, dst, g, status);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
 // Scans the columns of an outer x length x inner problem along length.
 template <class Combine, class Source, class Sink>
 void scan_columns(const LaunchContext& ctx, const Source& src, const Sink& dst, int64_t outer,
@@ -915,18 +950,8 @@ void scan_columns(const LaunchContext& ctx, const Source& src, const Sink& dst, 
   constexpr int64_t kWarpRows = col_band_rows<Source, Sink>();
   if constexpr (vec_columns_compiled<Combine, Source, Sink>()) {
     const ColTileGeometry g = vec_tile_geometry<Source>(outer, length, inner, flags);
-    // Fewer than kMinVecBands bands: only where every lane of a band has columns (one band
-    // is a single chain of tiles: its rate is bounded by the bytes per tile).
-    const bool full_bands = inner % (int64_t{g.row_lanes} * Source::kVec) == 0;
-    if (tiles && g.row_tiles > 1 && (outer * g.col_tiles >= kMinVecBands || full_bands) &&
-        vec_columns_ok<Combine>(src, dst, inner)) {
-      const int64_t items = outer * g.col_tiles * g.row_tiles;
-      const auto status = make_chunk_status<typename LanesCombine<Combine, Source::kVec>::state_t>(
-          ctx, items, kWarpSize);
-      column_vec_kernel<Combine, Source, Sink>
-          <<<grid_size(ctx, items, kVecTileWarpsFewBands / g.tile_warps), g.tile_warps * kWarpSize,
-             0, ctx.stream>>>(src, dst, g, status);
-      C10_CUDA_KERNEL_LAUNCH_CHECK();
+    if (tiles && vec_tiles_fit<Source::kVec>(g) && vec_columns_ok<Combine>(src, dst, inner)) {
+      launch_column_vec<Combine>(ctx, src, dst, g);
       return;
     }
   }

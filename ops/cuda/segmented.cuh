@@ -84,6 +84,10 @@ constexpr int kColumnBytes = 64;
 template <class C, class in_t, class out_t>
 using Args = SegmentedArgs<C, in_t, out_t>;
 
+// Outputs larger than this take evict-first stores (several times L2): the second reads of
+// the row chunks and of the column tiles need L2.
+constexpr int64_t kStreamingBytes = int64_t{64} << 20;
+
 // A carry with its head flag (Carry's combine), and the conversions from and to SegState<C>.
 template <class C>
 using WideSeg = SegState<carry_combine_t<C>>;
@@ -421,9 +425,21 @@ namespace seg {
 // Element i at position pos of its line: (lift, head) with SegmentedArgs' head rule (the
 // line's first element in scan order is a head where the line has no initial value; any
 // other reads the reset of its own row forward, of the next row reverse). The reset is
-// dense (a vector at i + head_step) or, for one outer index, one flag a row shared by the
-// columns (`rows`: the flag at (pos + row_step) * row_stride: jagged values of shape
-// (total, features), the segment ops' layout).
+// dense along the line (a vector at i + head_step) or one flag a row shared by the columns
+// (`rows`: the flag at pos * row_stride + head_step: jagged values of shape (total,
+// features), the segment ops' layout, or one flag a token of (B, L, features)). The
+// companions (coefficients, mask, reset) are dense along the line with any stride across
+// outer indices: at_outer gives a tile the source of its outer index o (its companions moved
+// once by o * shift, where shift = the outer stride - length * inner, so that element i
+// reads them at i; for row flags, shift = the reset's outer stride).
+//
+// Tried (H200, bench/ab_env.py "seg cols", 2026-11-29; the record
+// h200-2026-11-29-segmented-columns-2.md): the two reset forms as two source types instead
+// of the run-time `rows`: float64 (N/128, 64) with a flag every 4 rows 51% -> 34% of the
+// floor (ncu: fewer instructions, 8 -> 14 cycles a warp instruction), float32 level. The
+// reset and mask as words of kVec bytes tested in place (no byte permutes): float32 70 -> 50
+// thread instructions an element (ncu) at the same time. The words tested after the batch's
+// loads (in lift_held): 150-450 bytes of stack.
 template <class C, class in_t>
 struct VecSegSource {
   using state_t = TileSegState<C>;
@@ -444,13 +460,22 @@ struct VecSegSource {
   const in_t* coeff;  // arity 2 only
   const bool* mask;   // nullptr: none
   const bool* reset;
-  int64_t head_step;   // dense: 0 forward, inner reverse
-  int64_t row_step;    // rows: 0 forward, 1 reverse
-  int64_t row_stride;  // rows: the reset's stride along the scan dim
+  int64_t coeff_shift, mask_shift, reset_shift;  // per outer index (at_outer)
+  int64_t head_step;   // dense: 0 forward, inner reverse; row flags: 0, row_stride reverse
+  int64_t row_stride;  // row flags: the reset's stride along the scan dim
   int64_t first;       // the position of a line's first element in scan order
   bool first_head;     // the lines have no initial values
   bool rows;           // the reset is one flag a row (else dense)
 
+  __device__ __forceinline__ VecSegSource at_outer(int64_t o) const {
+    VecSegSource t = *this;
+    if constexpr (C::arity == 2) t.coeff += o * coeff_shift;
+    if constexpr (kHasMask<C>) {
+      if (mask != nullptr) t.mask += o * mask_shift;
+    }
+    t.reset += o * reset_shift;
+    return t;
+  }
   static __device__ __forceinline__ held_t held_identity() {
     return SegmentedCombine<C, uint32_t>::identity();
   }
@@ -470,7 +495,7 @@ struct VecSegSource {
     B r{};
     if (!at_first) {
       if (rows) {
-        const bool h = reset[(pos[0] + row_step) * row_stride];
+        const bool h = reset[pos[0] * row_stride + head_step];
 #pragma unroll
         for (int v = 0; v < kVec; ++v) r.v[v] = h;
       } else {
@@ -491,22 +516,21 @@ struct VecSegSource {
   }
 };
 
+// OutputSink's stores of a pair's state (its fields: vec_columns_ok reads them).
 template <class C, class out_t>
-struct VecSegSink {
+struct VecSegSink : OutputSink<C, out_t> {
   using Base = OutputSink<C, out_t>;
   using state_t = TileSegState<C>;
   using lowered_t = typename Base::lowered_t;
   static constexpr int kVec = Base::kVec;
-  Base base;
-  __device__ __forceinline__ bool has_initial() const { return base.has_initial(); }
   __device__ __forceinline__ state_t line_start(int64_t line) const {
-    return {base.line_start(line), 1u};  // (SegmentedArgs::line_start)
+    return {Base::line_start(line), 1u};  // (SegmentedArgs::line_start)
   }
   __device__ __forceinline__ bool has_epilogue() const { return false; }
   static __device__ __forceinline__ lowered_t lower(const state_t& s) { return Base::lower(s.s); }
   template <bool kEpilogue = true>
   __device__ __forceinline__ void put_vec(int64_t i, const lowered_t (&y)[kVec]) const {
-    base.template put_vec<false>(i, y);
+    Base::template put_vec<false>(i, y);
   }
 };
 
@@ -520,48 +544,38 @@ bool launch_vec_columns(const Args<C, in_t, out_t>& a, const LaunchContext& ctx)
     return false;
   } else {
     constexpr int V = Src::kVec;
+    // Dense along the line, and vectors that stay aligned at every outer index.
     const auto dense = [&](const SegStrides& st) {
-      return (a.outer == 1 || st.so == a.length * a.inner) && st.sl == a.inner && st.si == 1;
+      return st.sl == a.inner && st.si == 1 && (a.outer == 1 || st.so % V == 0);
     };
-    const auto aligned = [](const void* p, int64_t bytes) {
-      return p == nullptr || reinterpret_cast<uintptr_t>(p) % bytes == 0;
-    };
-    constexpr int64_t in_vec = V * static_cast<int64_t>(sizeof(in_t));
     const bool masked = kHasMask<C> && a.mask != nullptr;
-    const bool rows = a.outer == 1 && a.reset_at.si == 0;  // one flag a row
-    if (a.inner % V != 0 || !(rows || (dense(a.reset_at) && aligned(a.reset, V))) ||
-        (masked && !dense(a.mask_at)) || (C::arity == 2 && !dense(a.coeff_at)) ||
-        !aligned(a.input, in_vec) || (C::arity == 2 && !aligned(a.coeff, in_vec)) ||
-        (masked && !aligned(a.mask, V)) ||
-        !aligned(a.values, V * static_cast<int64_t>(sizeof(out_t)))) {
+    const bool rows = a.reset_at.si == 0;  // one flag a row
+    if (!(rows || (dense(a.reset_at) && reinterpret_cast<uintptr_t>(a.reset) % V == 0)) ||
+        (masked && !dense(a.mask_at)) || (C::arity == 2 && !dense(a.coeff_at))) {
       return false;
     }
     const ColTileGeometry g =
         vec_tile_geometry<Src>(a.outer, a.length, a.inner, ScanFlags{a.exclusive, a.reverse});
-    const bool full_bands = a.inner % (int64_t{g.row_lanes} * V) == 0;
-    if (g.row_tiles < 2 || !(a.outer * g.col_tiles >= kMinVecBands || full_bands)) return false;
-    constexpr int64_t kStreamingBytes = int64_t{64} << 20;  // (as the row kernel's)
-    const int64_t n = a.outer * a.length * a.inner;
-    Src src{a.input,
-            C::arity == 2 ? a.coeff : nullptr,
-            masked ? a.mask : nullptr,
-            a.reset,
-            a.reverse ? a.inner : 0,
-            a.reverse ? 1 : 0,
-            a.reset_at.sl,
-            a.reverse ? a.length - 1 : 0,
-            a.initial == nullptr,
-            rows};
-    Snk dst{typename Snk::Base{a.values, nullptr, n * static_cast<int64_t>(sizeof(out_t)) >
-                                                      kStreamingBytes,
-                               nullptr, nullptr, nullptr, a.initial}};
-    const int64_t items = a.outer * g.col_tiles * g.row_tiles;
-    const auto status =
-        make_chunk_status<typename LanesCombine<K, V>::state_t>(ctx, items, kWarpSize);
-    column_vec_kernel<K, Src, Snk>
-        <<<grid_size(ctx, items, kVecTileWarpsFewBands / g.tile_warps), g.tile_warps * kWarpSize,
-           0, ctx.stream>>>(src, dst, g, status);
-    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    if (!vec_tiles_fit<V>(g)) return false;
+    const int64_t line = a.length * a.inner;
+    const int64_t n = a.outer * line;
+    const Snk dst{{a.values, nullptr, n * static_cast<int64_t>(sizeof(out_t)) > kStreamingBytes,
+                   nullptr, nullptr, nullptr, a.initial}};
+    const bool* mask = masked ? a.mask : nullptr;
+    const Src src{a.input,
+                  C::arity == 2 ? a.coeff : nullptr,
+                  mask,
+                  a.reset,
+                  a.coeff_at.so - line,
+                  a.mask_at.so - line,
+                  rows ? a.reset_at.so : a.reset_at.so - line,
+                  a.reverse ? (rows ? a.reset_at.sl : a.inner) : 0,
+                  a.reset_at.sl,
+                  a.reverse ? a.length - 1 : 0,
+                  a.initial == nullptr,
+                  rows};
+    if (!vec_columns_ok<K>(src, dst, a.inner)) return false;
+    launch_column_vec<K>(ctx, src, dst, g);
     return true;
   }
 }
@@ -1365,9 +1379,6 @@ void launch(const Args<C, in_t, out_t>& a, const LaunchContext& ctx) {
   if constexpr (kHasMask<C>) {
     if (a.mask != nullptr) p.mask = flat_companion(ctx, a.mask, a.mask_at, a.outer, a.length);
   }
-  // Outputs larger than L2 (several times) take evict-first stores: the chunks' second
-  // reads need L2.
-  constexpr int64_t kStreamingBytes = int64_t{64} << 20;
   const int64_t out_bytes =
       p.n * static_cast<int64_t>(sizeof(out_t) + (a.indices != nullptr ? sizeof(int64_t) : 0));
   p.dst = OutputSink<C, out_t>{a.values, a.indices, out_bytes > kStreamingBytes,

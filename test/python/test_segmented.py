@@ -1897,7 +1897,8 @@ def test_cuda_vector_columns(op, seed):
     """Segmented columns on the vector column tiles: one band (16 lanes of 4 float32 columns),
     narrow bands of 8 columns, several bands, two column tiles a row; every flag, initial on
     alternate cases, every reset kind above; against the CPU (exact for integers), bitwise
-    the same run to run. Also a reset of one flag a row (shared by the columns) and one stored
+    the same run to run. Also a reset of one flag a row (shared by the columns) for one and
+    several outer indices, a reset or mask broadcast over the outer indices, and a reset stored
     one byte past an aligned address (the kernels it falls back to)."""
     gen = torch.Generator().manual_seed(seed)
     shapes = [(1, 3001, 64), (2, 2049, 8), (5, 1000, 128), (1, 2500, 256), (3, 777, 32)]
@@ -1925,6 +1926,26 @@ def test_cuda_vector_columns(op, seed):
                 got = check_cuda_reset(op, dt, x, 1, excl, rev, init, r, mask, a, ctx)
                 if op in ("cumsum", "masked_cumsum") and dt == i64:
                     assert_exact(got, vec_segmented_cumsum(x, 1, excl, rev, r.expand(shape), init, mask), ctx)
+    # one flag a row under several outer indices (a flag a token of (B, L, features)), and a
+    # reset or mask broadcast over the outer indices (read at an outer stride of 0)
+    for shape, rshape, kind in (((3, 1500, 64), (3, 1500, 1), "dense"),
+                                ((4, 9000, 8), (4, 9000, 1), "edges"),
+                                ((3, 1200, 64), (1, 1200, 1), "sparse"),
+                                ((3, 1200, 64), (1, 1200, 64), "mixed")):
+        for dt in VEC_COLUMN_DTYPES[op]:
+            x, mask, a = long_inputs(op, shape, dt, gen)
+            if mask is not None:
+                mask = mask[:1]
+            c = rand(line_shape(shape, 1), result_dtype(op, dt), gen, op)
+            r = vec_column_resets(kind, rshape, gen)
+            for j, (excl, rev) in enumerate(FLAGS):
+                init = c if j % 2 else None
+                ctx = (f"cuda {op} {shape} reset {rshape} {kind} {dt} excl={excl} rev={rev} "
+                       f"init={init is not None}")
+                got = check_cuda_reset(op, dt, x, 1, excl, rev, init, r, mask, a, ctx)
+                if op in ("cumsum", "masked_cumsum") and dt == i64:
+                    m = None if mask is None else mask.expand(shape)
+                    assert_exact(got, vec_segmented_cumsum(x, 1, excl, rev, r.expand(shape), init, m), ctx)
     shape = (1, 3001, 64)
     base = torch.zeros(shape[0] * shape[1] * shape[2] + 1, dtype=b8)
     base[1:] = vec_column_resets("dense", shape, gen).flatten()
