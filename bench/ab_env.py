@@ -160,6 +160,46 @@ def cases(n):
                                               reverse=True), 12 * n))
     out.append(("rows linear_recurrence (N/2048, 2048)",
                 lambda: ops.linear_recurrence(a.view(-1, 2048), f32.view(-1, 2048), 1), 12 * n))
+    # rows whose tiles are not full (packed rows that leave a tile's end empty, a row's last
+    # tile): lengths that do not divide the tile (float32 sums 8192 elements, linear_recurrence
+    # 4096, cummax 2048), forward, and reverse with the length a multiple of 4 (1100) or not
+    # (1366)
+    def part(t):
+        m = (n // t) * t
+        return m, f32[:m].view(-1, t), a[:m].view(-1, t)
+    for t in (100, 1100, 3000, 50257):
+        m, xv, _ = part(t)
+        out.append((f"rows (not full tiles) cumsum (N/{t}, {t})",
+                    lambda xv=xv: ops.cumsum(xv, 1), 8 * m))
+    for t in (1100, 1366):
+        m, xv, _ = part(t)
+        out.append((f"rows (not full tiles) cumsum reverse (N/{t}, {t})",
+                    lambda xv=xv: ops.cumsum(xv, 1, reverse=True), 8 * m))
+    m, xv, av = part(1100)
+    hv = h16[:m].view(-1, 1100)
+    out.append(("rows (not full tiles) cumsum float16 (N/1100, 1100)",
+                lambda hv=hv: ops.cumsum(hv, 1), 4 * m))
+    out.append(("rows (not full tiles) cummax (N/1100, 1100)", lambda xv=xv: ops.cummax(xv, 1), 16 * m))
+    out.append(("rows (not full tiles) logcumsumexp (N/1100, 1100)",
+                lambda xv=xv: ops.logcumsumexp(xv, 1), 8 * m))
+    out.append(("rows (not full tiles) cumprod (N/1100, 1100)", lambda xv=xv: ops.cumprod(xv, 1), 8 * m))
+    mk = m64.view(-1)[:m].view(-1, 1100)
+    out.append(("rows (not full tiles) masked_cumsum (N/1100, 1100)",
+                lambda xv=xv, mk=mk: ops.masked_cumsum(xv, mk, 1), 9 * m))
+    out.append(("rows (not full tiles) linear_recurrence fwd+bwd (N/1100, 1100)",
+                lambda m=m: torch.autograd.grad(ops.linear_recurrence(ag[:m].view(-1, 1100),
+                                                                  xg[:m].view(-1, 1100), 1),
+                                            (ag, xg), dh[:m].view(-1, 1100))[0], 32 * m))
+    for t in (1100, 1366, 1536, 1800, 2049, 3000):
+        m, xv, av = part(t)
+        out.append((f"rows (not full tiles) linear_recurrence (N/{t}, {t})",
+                    lambda xv=xv, av=av: ops.linear_recurrence(av, xv, 1), 12 * m))
+    out.append(("rows linear_recurrence reverse (N/2048, 2048)",
+                lambda: ops.linear_recurrence(a.view(-1, 2048), f32.view(-1, 2048), 1,
+                                              reverse=True), 12 * n))
+    out.append(("rows linear_recurrence (N/2048, 2048), initial",
+                lambda: ops.linear_recurrence(a.view(-1, 2048), f32.view(-1, 2048), 1,
+                                              initial=f32[: n // 2048]), 12 * n + 4 * (n // 2048)))
     out.append(("rows cumsum (N/8192, 8192)",
                 lambda: ops.cumsum(f32.view(-1, 8192), 1), 8 * n))
     # forward + backward (the backward is a reverse scan of the gradient by the row kernels):

@@ -14,14 +14,15 @@ dev = "cuda"
 shapes = [((1,), 0), ((7,), 0), ((100003,), 0), ((33, 5), 1), ((5000, 3), 1), ((3, 70001), 1),
           ((4, 1 << 18), 1), ((257, 129), 0), ((8, 300, 64), 1), ((2, 3, 1), 2), ((1 << 12, 64), 1),
           ((600, 40), 0), ((2, 700, 96), 1), ((300, 3), 0),
-          ((333, 520), 0), ((5000, 8), 0), ((5, 2100, 12), 1)]  # column vector tiles (wide, narrow)
+          ((333, 520), 0), ((5000, 8), 0), ((5, 2100, 12), 1),  # column vector tiles (wide, narrow)
+          ((40, 1100), 1), ((9, 3000), 1)]  # row tiles that are not full, of whole vectors
 # SCANOPS_SANITIZE_SUBSET=1 (racecheck, ~100x slower than a plain run): one shape per kernel
 # family (packed rows, look-back 1-D and rows, block per row, columns: whole, warp tiles,
 # three passes) and two of the four flag combinations.
 subset = os.environ.get("SCANOPS_SANITIZE_SUBSET") == "1"
 if subset:
     shapes = [((100003,), 0), ((33, 5), 1), ((3, 70001), 1), ((257, 129), 0), ((8, 300, 64), 1),
-              ((600, 40), 0), ((300, 3), 0), ((333, 520), 0), ((5000, 8), 0)]
+              ((600, 40), 0), ((300, 3), 0), ((333, 520), 0), ((5000, 8), 0), ((40, 1100), 1)]
 bad = 0
 for shape, dim in shapes:
     x = torch.randn(shape, device=dev, dtype=torch.float64)

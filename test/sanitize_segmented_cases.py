@@ -89,6 +89,26 @@ for shape, dim in shapes:
                 gv, gi = ops.cummax(xi.cuda(), dim, initial=None if ii is None else ii.cuda(), **kc)
                 same(gv, wv, f"cummax values {name}")
                 same(gi, wi, f"cummax indices {name}")
+# the jagged form: the offsets' pass (jagged_offsets.cu: the mask, or the int64 copy with
+# initial) over long and empty segments, int32 and int64 offsets, and bad offsets of
+# overlapping long segments (an error)
+lens = torch.tensor([3, 2049, (1 << 20) + 7, 0, 5, 2048, 1])
+offs = torch.cat([torch.zeros(1, dtype=torch.long), lens.cumsum(0)])
+xj = torch.randn(int(offs[-1]), generator=g)
+init = torch.randn(len(lens), generator=g)
+for dt in (torch.long, torch.int32):
+    for it in (None, init):
+        want = ops.segment_cumsum(xj, offs.to(dt), initial=it)
+        got = ops.segment_cumsum(xj.cuda(), offs.to(dt).cuda(),
+                                 initial=None if it is None else it.cuda())
+        same(got, want, f"segment_cumsum {dt} initial {it is not None}")
+overlap = torch.tensor([0, 3 << 20] * 20 + [3 << 20]).cuda()
+try:
+    ops.segment_cumsum(torch.zeros(3 << 20, device="cuda"), overlap)
+    same(torch.zeros(1), torch.ones(1), "overlapping bad offsets accepted")
+except RuntimeError as err:
+    if "non-decreasing" not in str(err):
+        same(torch.zeros(1), torch.ones(1), f"overlapping bad offsets: {err}")
 torch.cuda.synchronize()
-print(f"segmented cases: {len(shapes)} shapes; mismatches: {bad}")
+print(f"segmented cases: {len(shapes)} shapes and the jagged form; mismatches: {bad}")
 sys.exit(1 if bad else 0)

@@ -175,6 +175,17 @@ struct RowTile {
   // a chain of combines: on the H100, (32768, 32768) float32 logcumsumexp rows went from 42%
   // of copy (an exp and a log1p on the chain per item, twice) to 50%, 1-D 19% -> 24%.
   static constexpr bool kRuns = combine_runs<Combine>;
+  // Partial tiles (n < kTile) of whole vectors loaded and stored as vectors, as full tiles are,
+  // for linear recurrences (two inputs) only; every other combine reads and writes them
+  // element by element (striped, coalesced). Measured on the H200 (bench/ab_env.py, 2^28
+  // float32, rows whose tiles are not full, share of the floor; h200-2026-11-29-partial-tiles.md):
+  // linear_recurrence rows of 1100 / 1536 / 3000 31% / 30% / 30% -> 56% / 55% / 57%, and
+  // masked_cumsum rows of 1100 43% -> 65%, but cumsum 75% -> 61% (rows of 1100), cumprod 67%
+  // -> 55%, cummax 51% -> 45%, float16 cumsum 42% -> 20%, and with the path compiled in, rows
+  // that never take it slower too (float32 cumsum rows of 50257, unaligned: 83% -> 31%;
+  // float16 rows of 64, full tiles: 56% -> 50%). A branch a vector (and the vector across n
+  // element by element) lost more: float32 cumsum rows of 1100 76% -> 52%.
+  static constexpr bool kPartialVec = Combine::arity == 2 && !Source::kCompanions;
   // MaskPreSink's mask vectors of a full tile, one per vector store of the lane (none for
   // the other sinks).
   static constexpr int kMaskVecs = Sink::kMaskPre ? kItems / Sink::kVec : 0;
@@ -489,6 +500,44 @@ struct RowTile {
         }
         return;
       }
+      if constexpr (kPartialVec) {
+        // A partial tile (packed rows that leave its end empty, a row's last tile) of whole
+        // vectors (n % V == 0): the full tile's vectors at the same places relative to the
+        // tile's end in scan order (memory [lo + r0, ...), r0 < 0 possible for reverse scans);
+        // a vector outside [0, n) loads the tile's first vector instead (in bounds, from L1)
+        // and holds identity, so that every load is issued before the first is used, without
+        // a branch (kPartialVec says where and why).
+        if (n % V == 0 && src.vec_ok(lo)) {
+          const int r0 = reverse ? n - wq - kWarpItems : wq;
+          held_t v[kItems / V][V];
+#pragma unroll
+          for (int j = 0; j < kItems / V; ++j) {
+            const int m = r0 + (j * kWarpSize + lane) * V;
+            const bool in = m >= 0 && m < n;
+            const int mm = in ? m : 0;
+            int64_t pos[V] = {};
+            if constexpr (Combine::indexed) {
+              pos[0] = position(mm, seg, pos0);
+#pragma unroll
+              for (int t = 1; t < V; ++t) {
+                pos[t] = (seg > 0 && pos[t - 1] + 1 == seg) ? 0 : pos[t - 1] + 1;
+              }
+            }
+            src.hold_vec(lo + mm, pos, v[j]);
+#pragma unroll
+            for (int t = 0; t < V; ++t) v[j][t] = in ? v[j][t] : Source::held_identity();
+          }
+#pragma unroll
+          for (int j = 0; j < kItems / V; ++j) {
+            const int u = (j * kWarpSize + lane) * V;
+#pragma unroll
+            for (int t = 0; t < V; ++t) {
+              xbuf[padded(reverse ? kWarpItems - 1 - (u + t) : u + t)] = v[j][t];
+            }
+          }
+          return;
+        }
+      }
     }
 #pragma unroll
     for (int j = 0; j < kItems; ++j) {
@@ -549,6 +598,23 @@ struct RowTile {
           }
         }
         return;
+      }
+      if constexpr (kPartialVec && !Sink::kEpiPre && !Sink::kMaskPre) {
+        // A partial tile of whole vectors: load_striped's vectors (there), those inside [0, n).
+        if (n % V == 0 && dst.vec_ok(lo)) {
+          const int r0 = reverse ? n - wq - kWarpItems : wq;
+#pragma unroll
+          for (int j = 0; j < kItems / V; ++j) {
+            const int u = (j * kWarpSize + lane) * V;
+            const int m = r0 + u;
+            if (m >= 0 && m < n) {
+              lowered_t v[V];
+              gather_vec(xbuf, u, reverse, v);
+              dst.put_vec(lo + m, v);
+            }
+          }
+          return;
+        }
       }
     }
 #pragma unroll
@@ -901,37 +967,60 @@ int lookback_chunk_tiles(int64_t tile) {
   return static_cast<int>(std::max<int64_t>(1, t));
 }
 
-// Scans `rows` lines of `length` contiguous elements (line r starts at element r * length).
-// Packed and rows modes need no scratch and no memset; look-back mode allocates its status
-// (a flag and two states per chunk, or one 64-bit word for 4-byte states) and zeroes it.
-template <class Combine, class Source, class Sink>
-void scan_rows(const LaunchContext& ctx, const Source& src, const Sink& dst, int64_t rows,
-               int64_t length, ScanFlags flags) {
-  using state_t = typename LookbackCarry<Combine>::state_t;  // the look-back's
-  constexpr int kItems = row_items<Combine, Source, Sink>();
+// The mode of a row_scan_kernel launch of kItems items a thread over `rows` lines of `length`
+// contiguous elements, and its work items (`items`). Whole rows are packed into a tile where
+// min_packed_rows or more fit (the library: 2); a look-back chunk holds chunk_tiles tiles (0:
+// lookback_chunk_tiles). bench/row_launch.cuh calls it with its switches.
+template <class Combine, class Source, class Sink, int kItems>
+RowGeometry row_geometry(const LaunchContext& ctx, int64_t rows, int64_t length,
+                         ScanFlags flags, int64_t& items, int64_t min_packed_rows = 2,
+                         int chunk_tiles = 0) {
   constexpr int64_t kTile = int64_t{kRowThreads} * kItems;
   RowGeometry g{rows, length, 0, false, flags.exclusive, flags.reverse};
-  ChunkStatus<state_t> status{};
-  int64_t items = rows;
+  items = rows;
   const int64_t row_tiles = ceil_div(length, kTile);
   // Short rows: whole rows packed into segmented tiles, where two or more fit a tile. A row of
   // more than half a tile is scanned in rows mode (a block a row, a row start's state as its
   // carry), not alone in a packed tile with its heads: H200 (bench/linrec_blocks_bench.cu,
   // kernel level, share of copy), float32 cumsum rows of 8192 (one tile) 85% -> 92.5%,
   // linear_recurrence rows of 4096 72% -> 80% (at 2 blocks per SM; 81% -> 90% at 3).
-  if (2 * length <= kTile) {
+  if (min_packed_rows * length <= kTile) {
     g.rows_per_tile = static_cast<int>(kTile / length);
     items = ceil_div(rows, g.rows_per_tile);
   } else if (rows < ctx.sms * kRowsWantedPerSM && row_tiles > kMaxRowModeTiles) {
     // Too few rows to fill the GPU: every chunk of tiles is a work item, chained by look-back.
     g.lookback = true;
-    g.chunk_tiles = lookback_chunk_tiles<Combine, Source, Sink, kItems>(kTile);
+    g.chunk_tiles = chunk_tiles > 0
+                        ? chunk_tiles
+                        : lookback_chunk_tiles<Combine, Source, Sink, kItems>(kTile);
     items = rows * ceil_div(row_tiles, g.chunk_tiles);
-    status = make_chunk_status<state_t>(ctx, items);
   }
+  return g;
+}
+
+// Launches row_scan_kernel over g's work items. Packed and rows modes need no scratch and no
+// memset; look-back mode allocates its status (a flag and two states per chunk, or one 64-bit
+// word for 4-byte states) and zeroes it.
+template <class Combine, class Source, class Sink, int kItems>
+void launch_row_tiles(const LaunchContext& ctx, const Source& src, const Sink& dst,
+                      const RowGeometry& g, int64_t items) {
+  using state_t = typename LookbackCarry<Combine>::state_t;  // the look-back's
+  ChunkStatus<state_t> status{};
+  if (g.lookback) status = make_chunk_status<state_t>(ctx, items);
   row_scan_kernel<Combine, Source, Sink, kItems>
       <<<grid_size(ctx, items, kRowBlocksPerSM), kRowThreads, 0, ctx.stream>>>(src, dst, g, status);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
+// Scans `rows` lines of `length` contiguous elements (line r starts at element r * length).
+template <class Combine, class Source, class Sink>
+void scan_rows(const LaunchContext& ctx, const Source& src, const Sink& dst, int64_t rows,
+               int64_t length, ScanFlags flags) {
+  constexpr int kItems = row_items<Combine, Source, Sink>();
+  int64_t items = 0;
+  const RowGeometry g = row_geometry<Combine, Source, Sink, kItems>(ctx, rows, length, flags,
+                                                                     items);
+  launch_row_tiles<Combine, Source, Sink, kItems>(ctx, src, dst, g, items);
 }
 
 }  // namespace scanops::cuda

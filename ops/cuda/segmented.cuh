@@ -387,8 +387,9 @@ void launch_carries(const Args<C, in_t, out_t>& a, const LaunchContext& ctx, Wid
 // Few long lines (what the kernels above cut into chunks, three launches) of a cheap combine
 // over dense operands take column_scan.cuh's column_vec_kernel, run on the (state, head)
 // pairs: TileSegCombine is SegmentedCombine with the members that kernel reads of a combine,
-// VecSegSource lifts each element with its head flag (vector loads of the input, mask,
-// coefficients and reset), VecSegSink lowers a pair's state. The tiles' aggregates, warp
+// VecSegSource lifts each element with its head flag (vector loads of the input, mask and
+// reset; combines of one operand: a linear recurrence's lanes do not fit), VecSegSink lowers
+// a pair's state. The tiles' aggregates, warp
 // scans and per-column deterministic look-back are that kernel's; a tile whose aggregate holds
 // a head in every column publishes it as its inclusive prefix at once (owns_prefix), so with
 // short segments the tiles do not wait in a chain. The association is the kernel's, fixed by
@@ -428,7 +429,7 @@ namespace seg {
 // dense along the line (a vector at i + head_step) or one flag a row shared by the columns
 // (`rows`: the flag at pos * row_stride + head_step: jagged values of shape (total,
 // features), the segment ops' layout, or one flag a token of (B, L, features)). The
-// companions (coefficients, mask, reset) are dense along the line with any stride across
+// companions (mask, reset) are dense along the line with any stride across
 // outer indices: at_outer gives a tile the source of its outer index o (its companions moved
 // once by o * shift, where shift = the outer stride - length * inner, so that element i
 // reads them at i; for row flags, shift = the reset's outer stride).
@@ -456,11 +457,14 @@ struct VecSegSource {
   // 4). The three passes of launch_columns: 22.8% / 39.7%.
   static constexpr int kTileRows = 32;
   static constexpr int kHeldRows = 8;
+  // (No coefficients: vec_columns_compiled rejects every linear recurrence, whose (state,
+  // head) lanes are 48 bytes against its 32; vec_columns_ok reads `coeff` of every source.)
+  static_assert(C::arity == 1, "the vector column tiles take combines of one operand");
+  static constexpr const in_t* coeff = nullptr;
   const in_t* in;
-  const in_t* coeff;  // arity 2 only
-  const bool* mask;   // nullptr: none
+  const bool* mask;  // nullptr: none
   const bool* reset;
-  int64_t coeff_shift, mask_shift, reset_shift;  // per outer index (at_outer)
+  int64_t mask_shift, reset_shift;  // per outer index (at_outer)
   int64_t head_step;   // dense: 0 forward, inner reverse; row flags: 0, row_stride reverse
   int64_t row_stride;  // row flags: the reset's stride along the scan dim
   int64_t first;       // the position of a line's first element in scan order
@@ -477,7 +481,6 @@ struct VecSegSource {
 
   __device__ __forceinline__ VecSegSource at_outer(int64_t o) const {
     VecSegSource t = *this;
-    if constexpr (C::arity == 2) t.coeff += o * coeff_shift;
     if constexpr (kHasMask<C>) {
       if (mask != nullptr) t.mask += o * mask_shift;
     }
@@ -497,8 +500,6 @@ struct VecSegSource {
       if (j >= 0 && j < n) asm volatile("prefetch.global.L2 [%0];" ::"l"(in + j));
     }
     const V x = *reinterpret_cast<const V*>(in + i);
-    V a{};
-    if constexpr (C::arity == 2) a = *reinterpret_cast<const V*>(coeff + i);
     B m{};
     if constexpr (kHasMask<C>) {
       if (mask != nullptr) m = *reinterpret_cast<const B*>(mask + i);
@@ -516,9 +517,7 @@ struct VecSegSource {
     }
 #pragma unroll
     for (int v = 0; v < kVec; ++v) {
-      if constexpr (C::arity == 2) {
-        out[v].s = C::template lift<in_t>(a.v[v], x.v[v]);
-      } else if constexpr (kHasMask<C>) {
+      if constexpr (kHasMask<C>) {
         out[v].s = mask != nullptr && !m.v[v] ? C::identity() : C::template lift<in_t>(x.v[v]);
       } else {
         out[v].s = C::template lift<in_t>(x.v[v]);
@@ -550,11 +549,13 @@ struct VecSegSink : OutputSink<C, out_t> {
 template <class C, class in_t, class out_t>
 bool launch_vec_columns(const Args<C, in_t, out_t>& a, const LaunchContext& ctx) {
   using K = TileSegCombine<C>;
-  using Src = VecSegSource<C, in_t>;
   using Snk = VecSegSink<C, out_t>;
-  if constexpr (!vec_columns_compiled<K, Src, Snk>()) {
+  if constexpr (C::arity != 1) {
+    return false;  // (VecSegSource)
+  } else if constexpr (!vec_columns_compiled<K, VecSegSource<C, in_t>, Snk>()) {
     return false;
   } else {
+    using Src = VecSegSource<C, in_t>;
     constexpr int V = Src::kVec;
     // Dense along the line, and vectors that stay aligned at every outer index.
     const auto dense = [&](const SegStrides& st) {
@@ -563,7 +564,7 @@ bool launch_vec_columns(const Args<C, in_t, out_t>& a, const LaunchContext& ctx)
     const bool masked = kHasMask<C> && a.mask != nullptr;
     const bool rows = a.reset_at.si == 0;  // one flag a row
     if (!(rows || (dense(a.reset_at) && reinterpret_cast<uintptr_t>(a.reset) % V == 0)) ||
-        (masked && !dense(a.mask_at)) || (C::arity == 2 && !dense(a.coeff_at))) {
+        (masked && !dense(a.mask_at))) {
       return false;
     }
     const ColTileGeometry g =
@@ -575,10 +576,8 @@ bool launch_vec_columns(const Args<C, in_t, out_t>& a, const LaunchContext& ctx)
                    nullptr, nullptr, nullptr, a.initial}};
     const bool* mask = masked ? a.mask : nullptr;
     const Src src{a.input,
-                  C::arity == 2 ? a.coeff : nullptr,
                   mask,
                   a.reset,
-                  a.coeff_at.so - line,
                   a.mask_at.so - line,
                   rows ? a.reset_at.so : a.reset_at.so - line,
                   a.reverse ? (rows ? a.reset_at.sl : a.inner) : 0,

@@ -1239,3 +1239,23 @@ def test_cuda_big_new_ops(shape, dim, seed):
     got = ops.cumsum(xc, dim, reverse=True)
     want = scan_ref("sum", xc.cpu().to(c128), dim, False, True).to(c64)
     assert torch.equal(got.cpu(), want)
+
+
+@needs_cuda
+@pytest.mark.parametrize("exclusive,reverse", FLAGS, ids=FLAG_IDS)
+@pytest.mark.parametrize("op", ["cummax", "logcumsumexp"])
+@pytest.mark.parametrize("length", [37, 1100, 1366, 2049, 3000, 8191, 50257])
+def test_cuda_partial_row_tiles_family(length, op, exclusive, reverse, seed):
+    """Row tiles that are not full (packed rows leaving a tile's end empty, a row's last tile):
+    test_ops.py's test_cuda_partial_row_tiles for the family ops."""
+    gen = make_gen(seed, "cuda")
+    shape = (max(2, 60000 // length), length)
+    if op == "cummax":
+        x = minmax_data("ties", shape, f32, gen, "cuda")
+        v, i = check_minmax(op, x, 1, exclusive, reverse)
+        v2, i2 = ops.cummax(x, 1, exclusive=exclusive, reverse=reverse)
+        assert torch.equal(v, v2) and torch.equal(i, i2)
+    else:
+        x = lcse_data("random", shape, f32, gen, "cuda")
+        y = check_lcse(x, 1, exclusive, reverse)
+        assert torch.equal(y, ops.logcumsumexp(x, 1, exclusive=exclusive, reverse=reverse))

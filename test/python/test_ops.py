@@ -555,6 +555,55 @@ def test_cuda_big(shape, dim, op, dtype, exclusive, reverse, seed):
     check_op(op, dim, exclusive, reverse, **operands)
 
 
+# Row tiles that are not full (ops/cuda/row_scan.cuh: packed rows that leave a tile's end
+# empty, a row's last tile): whole vectors inside the tile (RowTile::kPartialVec), tiles of a
+# length that is not a multiple of the vector width element by element, forward and reverse,
+# not (linear recurrences; the other combines element by element). Lengths around the tile
+# sizes (4096 elements for float32 linear_recurrence, 8192 for float32 sums).
+PARTIAL_TILE_SHAPES = [(300, 37), (64, 1024), (300, 1025), (200, 1100), (96, 1366), (64, 1536),
+                       (70, 2048), (40, 2049), (30, 3000), (20, 8191), (9, 50257)]
+PARTIAL_TILE_OPS = [("cumsum", f32), ("cumsum", f16), ("masked_cumsum", f32), ("cumprod", f64),
+                    ("linear_recurrence", f32), ("cumsum", i32)]  # (cummax, logcumsumexp:
+# test_family.py's test_cuda_partial_row_tiles_family)
+
+
+@needs_cuda
+@pytest.mark.parametrize("exclusive,reverse", FLAGS, ids=FLAG_IDS)
+@pytest.mark.parametrize("op,dtype", PARTIAL_TILE_OPS,
+                         ids=[f"{o}-{dtype_id(d)}" for o, d in PARTIAL_TILE_OPS])
+@pytest.mark.parametrize("shape", PARTIAL_TILE_SHAPES,
+                         ids=[f"{r}x{n}" for r, n in PARTIAL_TILE_SHAPES])
+def test_cuda_partial_row_tiles(shape, op, dtype, exclusive, reverse, seed):
+    gen = make_gen(seed, "cuda")
+    operands = make_operands(op, shape, 1, dtype, "cuda", gen)
+    got = check_op(op, 1, exclusive, reverse, **operands)
+    assert torch.equal(got, call(op, 1, exclusive, reverse, **operands)), "not run-to-run"
+
+
+@needs_cuda
+@pytest.mark.parametrize("exclusive,reverse", FLAGS, ids=FLAG_IDS)
+@pytest.mark.parametrize("shape", PARTIAL_TILE_SHAPES,
+                         ids=[f"{r}x{n}" for r, n in PARTIAL_TILE_SHAPES])
+def test_cuda_partial_row_tiles_initial(shape, exclusive, reverse, seed):
+    """linear_recurrence rows with initial: h[-1] = h0 is x[0] + a[0] * h0 in the first
+    position in scan order."""
+    gen = make_gen(seed, "cuda")
+    operands = make_operands("linear_recurrence", shape, 1, f32, "cuda", gen)
+    a, x = operands["a"], operands["x"]
+    h0 = torch.randn(shape[0], generator=gen, device="cuda")
+    got = ops.linear_recurrence(a, x, 1, exclusive=exclusive, reverse=reverse, initial=h0)
+    first = -1 if reverse else 0
+    xd = x.double().clone()
+    xd[:, first] += a[:, first].double() * h0.double()
+    ref = ops.linear_recurrence(a.double(), xd, 1, reverse=reverse)
+    if exclusive:  # h0 first in scan order, then the inclusive scan less its last output
+        ref = torch.cat([h0.double()[:, None], ref[:, :-1]], 1) if not reverse else \
+            torch.cat([ref[:, 1:], h0.double()[:, None]], 1)
+    torch.testing.assert_close(got.double(), ref, rtol=1e-4, atol=1e-4)
+    assert torch.equal(got, ops.linear_recurrence(a, x, 1, exclusive=exclusive, reverse=reverse,
+                                                  initial=h0))
+
+
 @needs_cuda
 @pytest.mark.large
 @pytest.mark.parametrize("dtype", [f32, i8, f64], ids=_id)

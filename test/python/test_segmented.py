@@ -1599,7 +1599,11 @@ def test_segment_heads(device):
                      # long segments (the CPU splits the rows: 1 MiB tasks), several tasks
                      torch.randint(0, 40_000, (200,), generator=gen),
                      # more entries than the CUDA kernel's grid takes in one pass (H100: 2^19)
-                     torch.randint(0, 3, (1_200_000,), generator=gen)):
+                     torch.randint(0, 3, (1_200_000,), generator=gen),
+                     # segments around 2 KiB and 1 MiB, unaligned starts
+                     torch.tensor([2047, 2048, 2049, 2050, 1, 0, (1 << 20) + 2048,
+                                   (1 << 20) + 2049, 3 << 20, 5, 17, (1 << 21) + 3]),
+                     torch.randint(1500, 5000, (2000,), generator=gen)):
             offs = torch.cat([torch.zeros(1, dtype=i64), lens.cumsum(0)]).to(device)
             total = int(offs[-1])
             ref = torch.zeros(total + 1, dtype=b8, device=device)
@@ -1624,7 +1628,9 @@ def test_segment_heads(device):
     # a decrease (or a row out of range) among long segments, and in a later task of many
     # short ones (the CPU checks each task's offsets before it writes)
     short = torch.arange(100_001)
+    # (overlapping long segments)
     for bad, total in (([0, 200, 100, 300], 300), ([0, 400, 200_000, 300], 300),
+                       ([0, 3 << 20] * 40 + [3 << 20], 3 << 20),
                        (torch.cat([short[:70_000], short[69_990:70_000], short[70_000:]]), 100_000),
                        (torch.cat([short[:90_000], torch.tensor([200_000]), short[90_000:]]), 100_000)):
         for nt in (1, 2):
