@@ -430,6 +430,22 @@ struct RowTile {
     return seg > 0 ? m % seg : pos0 + m;
   }
 
+  // A lane's vectors of held elements (vector j at warp offset (j * 32 + lane) * V, in memory
+  // order) placed at their scan positions in the warp's buffer.
+  template <int V>
+  static __device__ __forceinline__ void place_vectors(held_t* xbuf,
+                                                       const held_t (&v)[kItems / V][V],
+                                                       bool reverse, int lane) {
+#pragma unroll
+    for (int j = 0; j < kItems / V; ++j) {
+      const int u = (j * kWarpSize + lane) * V;
+#pragma unroll
+      for (int t = 0; t < V; ++t) {
+        xbuf[padded(reverse ? kWarpItems - 1 - (u + t) : u + t)] = v[j][t];
+      }
+    }
+  }
+
   // Lane `lane` loads the warp's scan positions wq + j * 32 + lane (striped): coalesced in
   // either direction. Full tiles at aligned offsets load kVec consecutive memory elements
   // per access instead (striped by vector; all issued before the first is used), placed at
@@ -490,14 +506,7 @@ struct RowTile {
             src.hold_vec(lo + m, pos, v[j]);
           }
         }
-#pragma unroll
-        for (int j = 0; j < kItems / V; ++j) {
-          const int u = (j * kWarpSize + lane) * V;
-#pragma unroll
-          for (int t = 0; t < V; ++t) {
-            xbuf[padded(reverse ? kWarpItems - 1 - (u + t) : u + t)] = v[j][t];
-          }
-        }
+        place_vectors(xbuf, v, reverse, lane);
         return;
       }
       if constexpr (kPartialVec) {
@@ -508,33 +517,19 @@ struct RowTile {
         // and holds identity, so that every load is issued before the first is used, without
         // a branch (kPartialVec says where and why).
         if (n % V == 0 && src.vec_ok(lo)) {
+          static_assert(!Combine::indexed, "kPartialVec: positions are not computed");
           const int r0 = reverse ? n - wq - kWarpItems : wq;
           held_t v[kItems / V][V];
 #pragma unroll
           for (int j = 0; j < kItems / V; ++j) {
             const int m = r0 + (j * kWarpSize + lane) * V;
             const bool in = m >= 0 && m < n;
-            const int mm = in ? m : 0;
-            int64_t pos[V] = {};
-            if constexpr (Combine::indexed) {
-              pos[0] = position(mm, seg, pos0);
-#pragma unroll
-              for (int t = 1; t < V; ++t) {
-                pos[t] = (seg > 0 && pos[t - 1] + 1 == seg) ? 0 : pos[t - 1] + 1;
-              }
-            }
-            src.hold_vec(lo + mm, pos, v[j]);
+            const int64_t pos[V] = {};
+            src.hold_vec(lo + (in ? m : 0), pos, v[j]);
 #pragma unroll
             for (int t = 0; t < V; ++t) v[j][t] = in ? v[j][t] : Source::held_identity();
           }
-#pragma unroll
-          for (int j = 0; j < kItems / V; ++j) {
-            const int u = (j * kWarpSize + lane) * V;
-#pragma unroll
-            for (int t = 0; t < V; ++t) {
-              xbuf[padded(reverse ? kWarpItems - 1 - (u + t) : u + t)] = v[j][t];
-            }
-          }
+          place_vectors(xbuf, v, reverse, lane);
           return;
         }
       }
