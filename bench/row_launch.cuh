@@ -1,6 +1,7 @@
 // The kernel-level experiments' launch of scanops' row kernel (bench/row_items_bench.cu,
-// bench/linrec_blocks_bench.cu): the mode scan_rows (ops/cuda/row_scan.cuh) picks, with the
-// items per thread forced (row_geometry, with the switches below). Not part of the library; include after bench/micro_common.cuh.
+// bench/linrec_blocks_bench.cu): the mode scan_rows (ops/cuda/row_scan.cuh) picks
+// (row_geometry, with the switches below), with the items per thread forced. Not part of the
+// library; include after bench/micro_common.cuh.
 //   CHUNK=k            k tiles per look-back chunk (else lookback_chunk_tiles)
 //   PACKED_MIN_ROWS=k  whole rows packed into a tile only where k or more fit (the library: 2)
 //   CARVEOUT=p         the L1 / shared memory split, a percentage of shared memory
