@@ -232,6 +232,38 @@ def cases(n):
     out.append(("cols cumsum (N/4, 4) dim 0", lambda: ops.cumsum(f32.view(-1, 4), 0), 8 * n))
     out.append(("cols cumsum float16 (N/4, 4) dim 0",
                 lambda: ops.cumsum(h16.view(-1, 4), 0), 4 * n))
+    # short wide rows (a few hundred rows of 32k-256k: top-p sampling over a vocabulary,
+    # row_geometry's choice between look-back chunks and a block a row), fixed shapes
+    def wide(r, t, src=f32):
+        return src[: r * t].view(r, t)
+    for r, t in ((64, 131072), (80, 131072), (128, 131072), (256, 65536), (512, 65536),
+                 (1500, 65536), (512, 262144), (128, 151936), (512, 151936), (128, 128256)):
+        out.append((f"wide cumsum ({r}, {t})", lambda x=wide(r, t): ops.cumsum(x, 1), 8 * r * t))
+    out.append(("wide cumsum reverse (512, 65536)",
+                lambda x=wide(512, 65536): ops.cumsum(x, 1, reverse=True), 8 * 512 * 65536))
+    out.append(("wide cumsum exclusive (256, 151936)",
+                lambda x=wide(256, 151936): ops.cumsum(x, 1, exclusive=True), 8 * 256 * 151936))
+    for r, t in ((128, 131072), (256, 65536), (512, 65536)):
+        out.append((f"wide cumsum float16 ({r}, {t})",
+                    lambda x=wide(r, t, h16): ops.cumsum(x, 1), 4 * r * t))
+    for r, t in ((160, 65536), (300, 65536), (512, 65536)):
+        out.append((f"wide cummax ({r}, {t})", lambda x=wide(r, t): ops.cummax(x, 1), 16 * r * t))
+    out.append(("wide cumprod (256, 65536)",
+                lambda x=wide(256, 65536): ops.cumprod(x, 1), 8 * 256 * 65536))
+    out.append(("wide masked_cumsum (512, 65536)",
+                lambda x=wide(512, 65536), mk=m64.view(-1)[: 512 * 65536].view(512, 65536):
+                ops.masked_cumsum(x, mk, 1), 9 * 512 * 65536))
+    for r, t in ((128, 131072), (700, 65536)):
+        out.append((f"wide linear_recurrence ({r}, {t})",
+                    lambda x=wide(r, t), av=wide(r, t, a): ops.linear_recurrence(av, x, 1),
+                    12 * r * t))
+    for r, t in ((128, 131072), (256, 65536), (1024, 65536)):
+        out.append((f"wide logcumsumexp ({r}, {t})",
+                    lambda x=wide(r, t): ops.logcumsumexp(x, 1), 8 * r * t))
+    xw = wide(512, 65536).clone().requires_grad_()
+    out.append(("wide cumsum fwd+bwd (512, 65536)",
+                lambda: torch.autograd.grad(ops.cumsum(xw, 1), xw,
+                                            dh[: 512 * 65536].view(512, 65536))[0], 16 * 512 * 65536))
     return out
 
 

@@ -2,9 +2,11 @@
 // kernel in look-back mode (ops/cuda/row_scan.cuh, as the library launches it for one long
 // line) against CCCL 3.5's cub::DeviceScan (default, and run-to-run deterministic: the
 // "stable reduction order" look-back), inclusive and exclusive, with a device copy of the same
-// bytes as the floor, measured interleaved (best of `reps`). Checks each result against a
-// host running sum on a random walk of -1 / 0 / +1 steps (exact in float32 whatever the
-// association), so a wrong carry cannot pass.
+// bytes as the floor, measured interleaved (best of `reps`). Also bfloat16, float64 and
+// float32 products, reverse float32 sums (CUB through reverse iterators) and int32 -> int64 /
+// int64 sums. Checks the float32 sums' results against a host running sum on a random walk of
+// -1 / 0 / +1 steps (exact in float32 whatever the association), so a wrong carry cannot pass;
+// the other cases are timed only.
 //
 // Needs CCCL >= 3.5 headers ahead of the toolkit's (PyPI nvidia-cuda-cccl):
 //   nvcc -std=c++20 --expt-relaxed-constexpr -O3 -gencode arch=compute_90,code=sm_90 \
@@ -16,6 +18,7 @@
 
 #include <cub/device/device_scan.cuh>
 #include <cuda/std/functional>
+#include <cuda/std/iterator>
 
 #include <string>
 #include <vector>
@@ -55,6 +58,22 @@ void cub_scan(Arena& arena, const In* in, Out* out, int64_t n, cudaStream_t stre
                                                                n, stream, selector_t{});
 }
 
+// The same through iterators (reverse scans: cuda::std::reverse_iterator over the pointers),
+// the accumulator named.
+template <class Op, class accum_t, bool kStable, class InIt, class OutIt>
+void cub_scan_it(Arena& arena, InIt in, OutIt out, int64_t n, cudaStream_t stream) {
+  using offset_t = cub::detail::choose_offset_t<int64_t>;
+  using selector_t =
+      cub::detail::scan::policy_selector_from_types<InIt, OutIt, accum_t, offset_t, Op, kStable>;
+  size_t bytes = 0;
+  (void)cub::DeviceScan::scan_impl_determinism<cub::ForceInclusive::Yes, kStable>(
+      nullptr, bytes, in, out, Op{}, cub::NullType{}, n, stream, selector_t{});
+  arena.used = 0;
+  void* tmp = arena.allocate(static_cast<int64_t>(bytes));
+  (void)cub::DeviceScan::scan_impl_determinism<cub::ForceInclusive::Yes, kStable>(
+      tmp, bytes, in, out, Op{}, cub::NullType{}, n, stream, selector_t{});
+}
+
 }  // namespace cub_bench
 
 int main(int argc, char** argv) {
@@ -92,16 +111,18 @@ int main(int argc, char** argv) {
   using PlusF = ::cuda::std::plus<float>;
   using PlusD = ::cuda::std::plus<double>;
   using MulD = ::cuda::std::multiplies<double>;
+  using PlusL = ::cuda::std::plus<int64_t>;
   using Bf = c10::BFloat16;
   using Prod = ProdCombine<double>;
-  const auto ours = [&](auto combine, auto in_p, auto out_p, bool exclusive, int64_t len) {
+  const auto ours = [&](auto combine, auto in_p, auto out_p, bool exclusive, int64_t len,
+                        bool reverse = false) {
     using C = decltype(combine);
     using In = std::remove_const_t<std::remove_pointer_t<decltype(in_p)>>;
     using OutT = std::remove_pointer_t<decltype(out_p)>;
     arena.used = 0;
     scanops::cuda::scan_rows<C>(ctx, InputSource<C, In>{in_p, nullptr, nullptr},
                                 OutputSink<C, OutT>{out_p, nullptr, true}, 1, len,
-                                ScanFlags{exclusive, false});
+                                ScanFlags{exclusive, reverse});
   };
   const Bf* in_bf = reinterpret_cast<const Bf*>(in);
   Bf* out_bf = reinterpret_cast<Bf*>(out);
@@ -118,6 +139,16 @@ int main(int argc, char** argv) {
       {"cub stable f32 prod (f64)", 8, 0, [&] { cub_scan<MulD, true, false>(arena, (const float*)in, out, n, stream); }},
       {"ours f64 (half n)", 8, 0, [&] { ours(SumCombine<double>{}, (const double*)in, (double*)out, false, n / 2); }},
       {"cub stable f64 (half n)", 8, 0, [&] { cub_scan<PlusD, true, false>(arena, (const double*)in, (double*)out, n / 2, stream); }},
+      // reverse float32 sums; int32 -> int64 and int64 sums (half n; bytes 12: floor3)
+      {"ours f32 reverse", 8, 0, [&] { ours(Sum{}, (const float*)in, out, false, n, true); }},
+      {"cub stable f32 reverse", 8, 0, [&] {
+         cub_scan_it<PlusF, float, true>(arena, ::cuda::std::reverse_iterator<const float*>(in + n),
+                                         ::cuda::std::reverse_iterator<float*>(out + n), n, stream);
+       }},
+      {"ours i32->i64 (half n)", 12, 0, [&] { ours(SumCombine<int64_t>{}, (const int32_t*)in, (int64_t*)out, false, n / 2); }},
+      {"cub i32->i64 (half n)", 12, 0, [&] { cub_scan_it<PlusL, int64_t, false>(arena, (const int32_t*)in, (int64_t*)out, n / 2, stream); }},
+      {"ours i64 (half n)", 8, 0, [&] { ours(SumCombine<int64_t>{}, (const int64_t*)in, (int64_t*)out, false, n / 2); }},
+      {"cub i64 (half n)", 8, 0, [&] { cub_scan_it<PlusL, int64_t, false>(arena, (const int64_t*)in, (int64_t*)out, n / 2, stream); }},
   };
   std::vector<float> hi(n), ho(n);
   cudaMemcpy(hi.data(), in, n * 4, cudaMemcpyDeviceToHost);
@@ -136,12 +167,13 @@ int main(int argc, char** argv) {
     printf("check %-26s %lld mismatches\n", c.name.c_str(), (long long)bad);
   }
   std::vector<float> best(cases.size(), 1e30f);
-  float floor = 1e30f, hi_floor = 0, floor2 = 1e30f, hi_floor2 = 0;
+  float floor = 1e30f, hi_floor = 0, floor2 = 1e30f, hi_floor2 = 0, floor3 = 1e30f;
   for (int r = 0; r < reps; ++r) {
     const float f = time_ms([&] { cudaMemcpyAsync(copy_b, copy_a, n * 4, cudaMemcpyDeviceToDevice, stream); }, stream);
     floor = std::min(floor, f), hi_floor = std::max(hi_floor, f);
     const float f2 = time_ms([&] { cudaMemcpyAsync(copy_b, copy_a, n * 2, cudaMemcpyDeviceToDevice, stream); }, stream);
     floor2 = std::min(floor2, f2), hi_floor2 = std::max(hi_floor2, f2);
+    floor3 = std::min(floor3, time_ms([&] { cudaMemcpyAsync(copy_b, copy_a, n * 3, cudaMemcpyDeviceToDevice, stream); }, stream));
     for (size_t c = 0; c < cases.size(); ++c) best[c] = std::min(best[c], time_ms(cases[c].run, stream));
   }
   const cudaError_t err = cudaDeviceSynchronize();
@@ -149,7 +181,7 @@ int main(int argc, char** argv) {
          "(spread %.1f%%)\n", prop.name, (long long)n, reps, cudaGetErrorString(err), floor,
          100 * (hi_floor / floor - 1), floor2, 100 * (hi_floor2 / floor2 - 1));
   for (size_t c = 0; c < cases.size(); ++c) {
-    const float fl = cases[c].bytes == 8 ? floor : floor2;
+    const float fl = cases[c].bytes == 8 ? floor : cases[c].bytes == 12 ? floor3 : floor2;
     printf("%-28s %8.3f ms  %5.1f%% of copy\n", cases[c].name.c_str(), best[c], 100 * fl / best[c]);
   }
   return err == cudaSuccess ? 0 : 1;

@@ -642,8 +642,9 @@ bool vec_columns_ok(const Source& src, const Sink& dst, int64_t inner) {
       coeff_dense = !src.at.coeff_at.layout.strided;
       mask_dense = !src.at.mask_at.layout.strided;
     }
-    return inner % V == 0 && aligned(src.in, in_vec) &&
-           (Combine::arity == 1 || !coeff_dense || aligned(src.coeff, in_vec)) &&
+    bool coeff_ok = true;  // (a source of one operand has no `coeff`)
+    if constexpr (Combine::arity == 2) coeff_ok = !coeff_dense || aligned(src.coeff, in_vec);
+    return inner % V == 0 && aligned(src.in, in_vec) && coeff_ok &&
            (!mask_dense || aligned(src.mask, V)) && aligned(dst.out, out_vec) &&
            aligned(dst.add, out_vec) && aligned(dst.mul, out_vec) && aligned(dst.mul_mask, V);
   } else {

@@ -933,8 +933,23 @@ __global__ void __launch_bounds__(kRowThreads, kRowMinBlocks<Source, Sink, kItem
 }
 
 constexpr int64_t kRowBlocksPerSM = 32;   // grid cap (the kernel grid-strides beyond it)
-constexpr int64_t kRowsWantedPerSM = 16;  // rows per SM below which long rows use look-back
 constexpr int64_t kMaxRowModeTiles = 4;   // rows of at most this many tiles: block per row
+// Long rows go to look-back chunks only where there are fewer rows than 3/10 of the resident
+// blocks (kRowMinBlocks an SM; 4/10 for 4-block kernels): with fewer, most SMs would idle in
+// rows mode. Rows mode reads each element once and has no look-back wait, so it wins from
+// about a quarter to two fifths of the block slots on. Measured on the H200
+// (bench/row_items_bench.cu, look-back against rows mode, share of copy; 132 SMs): float32
+// cumsum (2 blocks an SM) rows of 131072: 64 rows 56% / 50%, 80 51% / 57%, 128 57% / 72%;
+// (512, 65536) 60% / 83%, (1500, 65536) 64% / 88%; float32 cumprod 80 rows 48% / 50%, 128
+// 49% / 64%; float32 linear_recurrence (3 blocks) 96 rows 32% / 31%, 128 29% / 38%, 700 33%
+// / 58%; float16 cumsum (4 blocks) 128 rows 45% / 40%, 160 47% / 49%, 512 50% / 71%; cummax
+// (float32, int32 positions, 4 blocks) 160 rows 38% / 36%, 224 45% / 45%, 300 43% / 54%.
+// The threshold was 16 rows an SM (2112 rows on the H200), from before the rows mode's
+// prefetch of the next tile (row_prefetches_ahead).
+template <class Source, class Sink, int kItems>
+constexpr int64_t lookback_tenths() {
+  return kRowMinBlocks<Source, Sink, kItems> == 4 ? 4 : 3;
+}
 
 // Tiles per look-back chunk: about SCANOPS_LOOKBACK_CHUNK_BYTES of input per 2 resident
 // blocks of an SM. A block stalls in the look-back for about as long as one tile's own memory
@@ -965,11 +980,13 @@ int lookback_chunk_tiles(int64_t tile) {
 // The mode of a row_scan_kernel launch of kItems items a thread over `rows` lines of `length`
 // contiguous elements, and its work items (`items`). Whole rows are packed into a tile where
 // min_packed_rows or more fit (the library: 2); a look-back chunk holds chunk_tiles tiles (0:
-// lookback_chunk_tiles). bench/row_launch.cuh calls it with its switches.
+// lookback_chunk_tiles); long rows take look-back chunks where there are fewer than tenths /
+// 10 rows a resident block (-1: lookback_tenths). bench/row_launch.cuh calls it with its
+// switches.
 template <class Combine, class Source, class Sink, int kItems>
 RowGeometry row_geometry(const LaunchContext& ctx, int64_t rows, int64_t length,
                          ScanFlags flags, int64_t& items, int64_t min_packed_rows = 2,
-                         int chunk_tiles = 0) {
+                         int chunk_tiles = 0, int64_t tenths = -1) {
   constexpr int64_t kTile = int64_t{kRowThreads} * kItems;
   RowGeometry g{rows, length, 0, false, flags.exclusive, flags.reverse};
   items = rows;
@@ -982,7 +999,9 @@ RowGeometry row_geometry(const LaunchContext& ctx, int64_t rows, int64_t length,
   if (min_packed_rows * length <= kTile) {
     g.rows_per_tile = static_cast<int>(kTile / length);
     items = ceil_div(rows, g.rows_per_tile);
-  } else if (rows < ctx.sms * kRowsWantedPerSM && row_tiles > kMaxRowModeTiles) {
+  } else if (rows * 10 < (tenths >= 0 ? tenths : lookback_tenths<Source, Sink, kItems>()) *
+                             kRowMinBlocks<Source, Sink, kItems> * ctx.sms &&
+             row_tiles > kMaxRowModeTiles) {
     // Too few rows to fill the GPU: every chunk of tiles is a work item, chained by look-back.
     g.lookback = true;
     g.chunk_tiles = chunk_tiles > 0

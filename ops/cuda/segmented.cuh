@@ -458,9 +458,8 @@ struct VecSegSource {
   static constexpr int kTileRows = 32;
   static constexpr int kHeldRows = 8;
   // (No coefficients: vec_columns_compiled rejects every linear recurrence, whose (state,
-  // head) lanes are 48 bytes against its 32; vec_columns_ok reads `coeff` of every source.)
+  // head) lanes are 48 bytes against its 32.)
   static_assert(C::arity == 1, "the vector column tiles take combines of one operand");
-  static constexpr const in_t* coeff = nullptr;
   const in_t* in;
   const bool* mask;  // nullptr: none
   const bool* reset;

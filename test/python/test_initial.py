@@ -22,6 +22,7 @@ import pytest
 import torch
 
 import scanops  # noqa: F401  (the wrappers; the ops are loaded by conftest)
+from test_ops import PARTIAL_TILE_SHAPES
 
 HERE = Path(__file__).resolve().parent
 DATA = HERE.parent / "data"
@@ -333,6 +334,17 @@ def test_cuda_rows_of_about_one_tile(op):
                                        atol=tol * max(1.0, float(ref.abs().max())), msg=str(ctx))
         assert got.dtype == result_dtype(op, dt), ctx
         assert torch.equal(got.view(-1).view(torch.uint8), again.view(-1).view(torch.uint8)), ctx
+
+
+# Row tiles that are not full (RowTile::kPartialVec in ops/cuda/row_scan.cuh: float32
+# linear_recurrence loads and stores their whole vectors, the rest element by element) with
+# initial values: test_ops.py's shapes, against the step-by-step float64 reference.
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("flags", FLAGS, ids=flag_id)
+@pytest.mark.parametrize("shape", PARTIAL_TILE_SHAPES, ids=[f"{r}x{n}" for r, n in PARTIAL_TILE_SHAPES])
+def test_cuda_partial_row_tiles_initial(shape, flags, seed):
+    exclusive, reverse = flags
+    check("linear_recurrence", shape, 1, torch.float32, exclusive, reverse, "cuda", seed)
 
 
 def final_state(op, y, x, dim, exclusive, reverse, mask=None, a=None):

@@ -564,7 +564,8 @@ PARTIAL_TILE_SHAPES = [(300, 37), (64, 1024), (300, 1025), (200, 1100), (96, 136
                        (70, 2048), (40, 2049), (30, 3000), (20, 8191), (9, 50257)]
 PARTIAL_TILE_OPS = [("cumsum", f32), ("cumsum", f16), ("masked_cumsum", f32), ("cumprod", f64),
                     ("linear_recurrence", f32), ("cumsum", i32)]  # (cummax, logcumsumexp:
-# test_family.py's test_cuda_partial_row_tiles_family)
+# test_family.py's test_cuda_partial_row_tiles_family; linear_recurrence with initial:
+# test_initial.py's test_cuda_partial_row_tiles_initial)
 
 
 @needs_cuda
@@ -578,30 +579,6 @@ def test_cuda_partial_row_tiles(shape, op, dtype, exclusive, reverse, seed):
     operands = make_operands(op, shape, 1, dtype, "cuda", gen)
     got = check_op(op, 1, exclusive, reverse, **operands)
     assert torch.equal(got, call(op, 1, exclusive, reverse, **operands)), "not run-to-run"
-
-
-@needs_cuda
-@pytest.mark.parametrize("exclusive,reverse", FLAGS, ids=FLAG_IDS)
-@pytest.mark.parametrize("shape", PARTIAL_TILE_SHAPES,
-                         ids=[f"{r}x{n}" for r, n in PARTIAL_TILE_SHAPES])
-def test_cuda_partial_row_tiles_initial(shape, exclusive, reverse, seed):
-    """linear_recurrence rows with initial: h[-1] = h0 is x[0] + a[0] * h0 in the first
-    position in scan order."""
-    gen = make_gen(seed, "cuda")
-    operands = make_operands("linear_recurrence", shape, 1, f32, "cuda", gen)
-    a, x = operands["a"], operands["x"]
-    h0 = torch.randn(shape[0], generator=gen, device="cuda")
-    got = ops.linear_recurrence(a, x, 1, exclusive=exclusive, reverse=reverse, initial=h0)
-    first = -1 if reverse else 0
-    xd = x.double().clone()
-    xd[:, first] += a[:, first].double() * h0.double()
-    ref = ops.linear_recurrence(a.double(), xd, 1, reverse=reverse)
-    if exclusive:  # h0 first in scan order, then the inclusive scan less its last output
-        ref = torch.cat([h0.double()[:, None], ref[:, :-1]], 1) if not reverse else \
-            torch.cat([ref[:, 1:], h0.double()[:, None]], 1)
-    torch.testing.assert_close(got.double(), ref, rtol=1e-4, atol=1e-4)
-    assert torch.equal(got, ops.linear_recurrence(a, x, 1, exclusive=exclusive, reverse=reverse,
-                                                  initial=h0))
 
 
 @needs_cuda
