@@ -60,6 +60,11 @@ def cases(n):
     out.append(("cumsum exclusive reverse 1-D",
                 lambda: ops.cumsum(f32, 0, exclusive=True, reverse=True), 8 * n))
     out.append(("cumsum int32 1-D", lambda: ops.cumsum(i32, 0), 12 * n))
+    i64 = i32.long()
+    out.append(("cumsum int64 1-D", lambda: ops.cumsum(i64, 0), 16 * n))
+    out.append(("cumsum int64 exclusive 1-D", lambda: ops.cumsum(i64, 0, exclusive=True), 16 * n))
+    out.append(("cumsum int32 1-D, initial",
+                lambda: ops.cumsum(i32, 0, initial=i64[:1].view(())), 12 * n))
     out.append(("cumsum (64, N/64) dim 1", lambda: ops.cumsum(rows, 1), 8 * n))
     out.append(("cumsum float16 (64, N/64) dim 1",
                 lambda: ops.cumsum(h16.view(64, -1), 1), 4 * n))

@@ -15,19 +15,22 @@
 
 namespace scanops::cuda {
 
-template <class T>
-void cub_line_sum(const LaunchContext& ctx, const T* in, T* out, int64_t length, bool exclusive,
-                  const T* initial) {
-  using acc_t = std::conditional_t<std::is_same_v<T, double>, double, float>;
+template <class In, class Out>
+void cub_line_sum(const LaunchContext& ctx, const In* in, Out* out, int64_t length,
+                  bool exclusive, const Out* initial) {
+  constexpr bool kInt = std::is_integral_v<Out>;
+  using acc_t = std::conditional_t<kInt, int64_t,
+                                   std::conditional_t<std::is_same_v<Out, double>, double, float>>;
   using Plus = ::cuda::std::plus<acc_t>;
   using offset_t = cub::detail::choose_offset_t<int64_t>;
-  // The stable reduction order: what DeviceScan's public API engages for a floating `plus`
-  // under cuda::execution::determinism::run_to_run. It is asked for through the dispatch,
-  // which also takes the caller's temporary storage (the public env API allocates its own),
-  // with the accumulator named by the operator (float32 for the half types).
-  constexpr bool kStable = true;
+  // The stable reduction order for floating sums: what DeviceScan's public API engages for a
+  // floating `plus` under cuda::execution::determinism::run_to_run. It is asked for through
+  // the dispatch, which also takes the caller's temporary storage (the public env API
+  // allocates its own), with the accumulator named by the operator (float32 for the half
+  // types). Integer sums are exact in any order: CUB's default one.
+  constexpr bool kStable = !kInt;
   using Policy =
-      cub::detail::scan::policy_selector_from_types<const T*, T*, acc_t, offset_t, Plus, kStable>;
+      cub::detail::scan::policy_selector_from_types<const In*, Out*, acc_t, offset_t, Plus, kStable>;
   const auto run = [&](auto force, auto init) -> cudaError_t {
     size_t bytes = 0;
     cudaError_t err = cub::DeviceScan::scan_impl_determinism<decltype(force)::value, kStable>(
@@ -44,9 +47,9 @@ void cub_line_sum(const LaunchContext& ctx, const T* in, T* out, int64_t length,
   // inclusive one with an initial value is CUB's inclusive scan with an init value
   // (ForceInclusive::Yes: init + in[0] + ... + in[i]), a second kernel per type; without one
   // it keeps the init-less kernel (0 + x is not x's bits for x = -0.0).
-  using Init = cub::detail::InputValue<acc_t, const T*>;
+  using Init = cub::detail::InputValue<acc_t, const Out*>;
   const auto init_value = [&]() {
-    return initial != nullptr ? Init(cub::FutureValue<acc_t, const T*>(initial)) : Init(acc_t{0});
+    return initial != nullptr ? Init(cub::FutureValue<acc_t, const Out*>(initial)) : Init(acc_t{0});
   };
   cudaError_t err;
   if (exclusive) {
@@ -59,14 +62,19 @@ void cub_line_sum(const LaunchContext& ctx, const T* in, T* out, int64_t length,
   C10_CUDA_CHECK(err);
 }
 
-template void cub_line_sum<float>(const LaunchContext&, const float*, float*, int64_t, bool,
-                                  const float*);
-template void cub_line_sum<double>(const LaunchContext&, const double*, double*, int64_t, bool,
-                                   const double*);
-template void cub_line_sum<c10::Half>(const LaunchContext&, const c10::Half*, c10::Half*, int64_t,
-                                      bool, const c10::Half*);
-template void cub_line_sum<c10::BFloat16>(const LaunchContext&, const c10::BFloat16*,
-                                          c10::BFloat16*, int64_t, bool, const c10::BFloat16*);
+template void cub_line_sum<float, float>(const LaunchContext&, const float*, float*, int64_t,
+                                         bool, const float*);
+template void cub_line_sum<double, double>(const LaunchContext&, const double*, double*, int64_t,
+                                           bool, const double*);
+template void cub_line_sum<c10::Half, c10::Half>(const LaunchContext&, const c10::Half*,
+                                                 c10::Half*, int64_t, bool, const c10::Half*);
+template void cub_line_sum<c10::BFloat16, c10::BFloat16>(const LaunchContext&,
+                                                         const c10::BFloat16*, c10::BFloat16*,
+                                                         int64_t, bool, const c10::BFloat16*);
+template void cub_line_sum<int32_t, int64_t>(const LaunchContext&, const int32_t*, int64_t*,
+                                             int64_t, bool, const int64_t*);
+template void cub_line_sum<int64_t, int64_t>(const LaunchContext&, const int64_t*, int64_t*,
+                                             int64_t, bool, const int64_t*);
 
 }  // namespace scanops::cuda
 

@@ -4,10 +4,12 @@
 //   inner == 1                 rows of contiguous elements -> scan_rows (row_scan.cuh),
 //                              one launch:
 //     length <= kTile            whole rows packed into segmented tiles
-//     longer, >= 16 rows per SM  a block per row walks its tiles carrying the state
+//     longer, >= 3/10 of a row a resident block (row_geometry)
+//                                a block per row walks its tiles carrying the state
 //     longer, fewer rows         chunks of a few tiles, one per block, chained by decoupled
 //                                look-back (each chunk is reduced, then rescanned)
-//     one such line of a dense floating sum, forward: CCCL's DeviceScan (cub_line_scan.h),
+//     one such line of a dense sum (floating; int32 / int64 into int64), forward: CCCL's
+//                                DeviceScan (cub_line_scan.h),
 //                                with an initial value too (read on the device by CUB)
 //   2 <= inner <= 7, few lines, floating sums / products without mask or companion:
 //                              rows of `inner` lanes -> scan_rows (lanes_scan.cuh)
@@ -52,12 +54,12 @@ struct is_sum : std::false_type {};
 template <class acc_t>
 struct is_sum<SumCombine<acc_t>> : std::true_type {};
 
-// One dense line of a plain floating sum that the row kernel would take in look-back mode,
+// One dense line of a plain sum (floating, or int32 / int64 into int64) that the row kernel
+// would take in look-back mode,
 // forward, with no mask, companion or fused epilogue: CUB's DeviceScan is faster there
 // (cub_line_scan.h has the measurements).
 template <class Combine, class in_t, class out_t>
-inline constexpr bool kCubLine =
-    is_sum<Combine>::value && std::is_same_v<in_t, out_t> && kCubLineSumType<in_t>;
+inline constexpr bool kCubLine = is_sum<Combine>::value && kCubLineSumTypes<in_t, out_t>;
 
 template <class Combine, class in_t, class out_t, class Source, class Sink>
 bool takes_cub_line(const DeviceProblem& p) {
