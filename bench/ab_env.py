@@ -268,7 +268,8 @@ def cases(n):
     xw = wide(512, 65536).clone().requires_grad_()
     out.append(("wide cumsum fwd+bwd (512, 65536)",
                 lambda: torch.autograd.grad(ops.cumsum(xw, 1), xw,
-                                            dh[: 512 * 65536].view(512, 65536))[0], 16 * 512 * 65536))
+                                            dh[: 512 * 65536].view(512, 65536))[0],
+                16 * 512 * 65536))
     return out
 
 

@@ -24,7 +24,8 @@ void launch_rows(const cuda::LaunchContext& ctx, Arena& arena, const Source& src
   static const int64_t min_rows =
       getenv("PACKED_MIN_ROWS") ? atoll(getenv("PACKED_MIN_ROWS")) : 2;
   static const int chunk = getenv("CHUNK") ? atoi(getenv("CHUNK")) : 0;
-  static const int64_t tenths = getenv("LOOKBACK_TENTHS") ? atoll(getenv("LOOKBACK_TENTHS")) : -1;
+  static const int64_t tenths =
+      getenv("LOOKBACK_TENTHS") ? atoll(getenv("LOOKBACK_TENTHS")) : -1;
   arena.used = 0;
   int64_t items = 0;
   const RowGeometry g = row_geometry<Combine, Source, Sink, kItems>(

@@ -29,8 +29,8 @@ void cub_line_sum(const LaunchContext& ctx, const In* in, Out* out, int64_t leng
   // allocates its own), with the accumulator named by the operator (float32 for the half
   // types). Integer sums are exact in any order: CUB's default one.
   constexpr bool kStable = !kInt;
-  using Policy =
-      cub::detail::scan::policy_selector_from_types<const In*, Out*, acc_t, offset_t, Plus, kStable>;
+  using Policy = cub::detail::scan::policy_selector_from_types<const In*, Out*, acc_t, offset_t,
+                                                                Plus, kStable>;
   const auto run = [&](auto force, auto init) -> cudaError_t {
     size_t bytes = 0;
     cudaError_t err = cub::DeviceScan::scan_impl_determinism<decltype(force)::value, kStable>(

@@ -39,7 +39,8 @@ inline constexpr bool kCubLineSumTypes =
     ((std::is_same_v<In, Out> &&
       (std::is_same_v<In, float> || std::is_same_v<In, double> || std::is_same_v<In, c10::Half> ||
        std::is_same_v<In, c10::BFloat16>)) ||
-     (std::is_same_v<Out, int64_t> && (std::is_same_v<In, int32_t> || std::is_same_v<In, int64_t>)));
+     (std::is_same_v<Out, int64_t> &&
+      (std::is_same_v<In, int32_t> || std::is_same_v<In, int64_t>)));
 
 // out[i] = in[0] + ... + in[i] (exclusive: in[0] + ... + in[i-1], 0 first), accumulated in
 // float32 for float32 / float16 / bfloat16, float64 for float64 and int64 for the integers,

@@ -55,9 +55,8 @@ template <class acc_t>
 struct is_sum<SumCombine<acc_t>> : std::true_type {};
 
 // One dense line of a plain sum (floating, or int32 / int64 into int64) that the row kernel
-// would take in look-back mode,
-// forward, with no mask, companion or fused epilogue: CUB's DeviceScan is faster there
-// (cub_line_scan.h has the measurements).
+// would take in look-back mode, forward, with no mask, companion or fused epilogue: CUB's
+// DeviceScan is faster there (cub_line_scan.h has the measurements).
 template <class Combine, class in_t, class out_t>
 inline constexpr bool kCubLine = is_sum<Combine>::value && kCubLineSumTypes<in_t, out_t>;
 

@@ -341,7 +341,8 @@ def test_cuda_rows_of_about_one_tile(op):
 # initial values: test_ops.py's shapes, against the step-by-step float64 reference.
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 @pytest.mark.parametrize("flags", FLAGS, ids=flag_id)
-@pytest.mark.parametrize("shape", PARTIAL_TILE_SHAPES, ids=[f"{r}x{n}" for r, n in PARTIAL_TILE_SHAPES])
+@pytest.mark.parametrize("shape", PARTIAL_TILE_SHAPES,
+                         ids=[f"{r}x{n}" for r, n in PARTIAL_TILE_SHAPES])
 def test_cuda_partial_row_tiles_initial(shape, flags, seed):
     exclusive, reverse = flags
     check("linear_recurrence", shape, 1, torch.float32, exclusive, reverse, "cuda", seed)
