@@ -65,6 +65,12 @@ def cases(n):
     out.append(("cumsum int64 exclusive 1-D", lambda: ops.cumsum(i64, 0, exclusive=True), 16 * n))
     out.append(("cumsum int32 1-D, initial",
                 lambda: ops.cumsum(i32, 0, initial=i64[:1].view(())), 12 * n))
+    u8 = (i32 & 7).to(torch.uint8)
+    out.append(("cumsum uint8 1-D", lambda: ops.cumsum(u8, 0), 9 * n))
+    bl = u8 > 3
+    out.append(("cumsum bool 1-D", lambda: ops.cumsum(bl, 0), 9 * n))
+    i16 = i32.to(torch.int16)
+    out.append(("cumsum int16 1-D", lambda: ops.cumsum(i16, 0), 10 * n))
     out.append(("cumsum (64, N/64) dim 1", lambda: ops.cumsum(rows, 1), 8 * n))
     out.append(("cumsum float16 (64, N/64) dim 1",
                 lambda: ops.cumsum(h16.view(64, -1), 1), 4 * n))

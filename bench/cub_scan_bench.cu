@@ -3,8 +3,8 @@
 // line) against CCCL 3.5's cub::DeviceScan (default, and run-to-run deterministic: the
 // "stable reduction order" look-back), inclusive and exclusive, with a device copy of the same
 // bytes as the floor, measured interleaved (best of `reps`). Also bfloat16, float64 and
-// float32 products, reverse float32 sums (CUB through reverse iterators) and int32 -> int64 /
-// int64 sums. Checks the float32 sums' results against a host running sum on a random walk of
+// float32 products, reverse float32 sums (CUB through reverse iterators) and uint8 / bool /
+// int16 / int32 -> int64 and int64 sums. Checks the float32 sums' results against a host running sum on a random walk of
 // -1 / 0 / +1 steps (exact in float32 whatever the association), so a wrong carry cannot pass;
 // the other cases are timed only.
 //
@@ -147,6 +147,12 @@ int main(int argc, char** argv) {
        }},
       {"ours i32->i64 (half n)", 12, 0, [&] { ours(SumCombine<int64_t>{}, (const int32_t*)in, (int64_t*)out, false, n / 2); }},
       {"cub i32->i64 (half n)", 12, 0, [&] { cub_scan_it<PlusL, int64_t, false>(arena, (const int32_t*)in, (int64_t*)out, n / 2, stream); }},
+      {"ours u8->i64 (half n)", 9, 0, [&] { ours(SumCombine<int64_t>{}, (const uint8_t*)in, (int64_t*)out, false, n / 2); }},
+      {"cub u8->i64 (half n)", 9, 0, [&] { cub_scan_it<PlusL, int64_t, false>(arena, (const uint8_t*)in, (int64_t*)out, n / 2, stream); }},
+      {"ours bool->i64 (half n)", 9, 0, [&] { ours(SumCombine<int64_t>{}, (const bool*)in, (int64_t*)out, false, n / 2); }},
+      {"cub bool->i64 (half n)", 9, 0, [&] { cub_scan_it<PlusL, int64_t, false>(arena, (const bool*)in, (int64_t*)out, n / 2, stream); }},
+      {"ours i16->i64 (half n)", 10, 0, [&] { ours(SumCombine<int64_t>{}, (const int16_t*)in, (int64_t*)out, false, n / 2); }},
+      {"cub i16->i64 (half n)", 10, 0, [&] { cub_scan_it<PlusL, int64_t, false>(arena, (const int16_t*)in, (int64_t*)out, n / 2, stream); }},
       {"ours i64 (half n)", 8, 0, [&] { ours(SumCombine<int64_t>{}, (const int64_t*)in, (int64_t*)out, false, n / 2); }},
       {"cub i64 (half n)", 8, 0, [&] { cub_scan_it<PlusL, int64_t, false>(arena, (const int64_t*)in, (int64_t*)out, n / 2, stream); }},
   };
@@ -168,12 +174,15 @@ int main(int argc, char** argv) {
   }
   std::vector<float> best(cases.size(), 1e30f);
   float floor = 1e30f, hi_floor = 0, floor2 = 1e30f, hi_floor2 = 0, floor3 = 1e30f;
+  float floor9 = 1e30f, floor10 = 1e30f;  // 9 / 10 bytes an element of n / 2
   for (int r = 0; r < reps; ++r) {
     const float f = time_ms([&] { cudaMemcpyAsync(copy_b, copy_a, n * 4, cudaMemcpyDeviceToDevice, stream); }, stream);
     floor = std::min(floor, f), hi_floor = std::max(hi_floor, f);
     const float f2 = time_ms([&] { cudaMemcpyAsync(copy_b, copy_a, n * 2, cudaMemcpyDeviceToDevice, stream); }, stream);
     floor2 = std::min(floor2, f2), hi_floor2 = std::max(hi_floor2, f2);
     floor3 = std::min(floor3, time_ms([&] { cudaMemcpyAsync(copy_b, copy_a, n * 3, cudaMemcpyDeviceToDevice, stream); }, stream));
+    floor9 = std::min(floor9, time_ms([&] { cudaMemcpyAsync(copy_b, copy_a, n * 9 / 4, cudaMemcpyDeviceToDevice, stream); }, stream));
+    floor10 = std::min(floor10, time_ms([&] { cudaMemcpyAsync(copy_b, copy_a, n * 10 / 4, cudaMemcpyDeviceToDevice, stream); }, stream));
     for (size_t c = 0; c < cases.size(); ++c) best[c] = std::min(best[c], time_ms(cases[c].run, stream));
   }
   const cudaError_t err = cudaDeviceSynchronize();
@@ -181,7 +190,11 @@ int main(int argc, char** argv) {
          "(spread %.1f%%)\n", prop.name, (long long)n, reps, cudaGetErrorString(err), floor,
          100 * (hi_floor / floor - 1), floor2, 100 * (hi_floor2 / floor2 - 1));
   for (size_t c = 0; c < cases.size(); ++c) {
-    const float fl = cases[c].bytes == 8 ? floor : cases[c].bytes == 12 ? floor3 : floor2;
+    const float fl = cases[c].bytes == 8    ? floor
+                     : cases[c].bytes == 12 ? floor3
+                     : cases[c].bytes == 9  ? floor9
+                     : cases[c].bytes == 10 ? floor10
+                                            : floor2;
     printf("%-28s %8.3f ms  %5.1f%% of copy\n", cases[c].name.c_str(), best[c], 100 * fl / best[c]);
   }
   return err == cudaSuccess ? 0 : 1;

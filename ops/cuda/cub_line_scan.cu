@@ -71,10 +71,16 @@ template void cub_line_sum<c10::Half, c10::Half>(const LaunchContext&, const c10
 template void cub_line_sum<c10::BFloat16, c10::BFloat16>(const LaunchContext&,
                                                          const c10::BFloat16*, c10::BFloat16*,
                                                          int64_t, bool, const c10::BFloat16*);
-template void cub_line_sum<int32_t, int64_t>(const LaunchContext&, const int32_t*, int64_t*,
-                                             int64_t, bool, const int64_t*);
-template void cub_line_sum<int64_t, int64_t>(const LaunchContext&, const int64_t*, int64_t*,
-                                             int64_t, bool, const int64_t*);
+#define SCANOPS_CUB_LINE_INT(In)                                                         \
+  template void cub_line_sum<In, int64_t>(const LaunchContext&, const In*, int64_t*, int64_t, \
+                                          bool, const int64_t*);
+SCANOPS_CUB_LINE_INT(bool)
+SCANOPS_CUB_LINE_INT(uint8_t)
+SCANOPS_CUB_LINE_INT(int8_t)
+SCANOPS_CUB_LINE_INT(int16_t)
+SCANOPS_CUB_LINE_INT(int32_t)
+SCANOPS_CUB_LINE_INT(int64_t)
+#undef SCANOPS_CUB_LINE_INT
 
 }  // namespace scanops::cuda
 

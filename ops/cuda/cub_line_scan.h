@@ -1,5 +1,5 @@
 // scanops CUDA back end: one dense line of a sum (a 1-D cumsum, forward, inclusive or
-// exclusive: floating types, and int32 / int64 inputs to int64) through CCCL's
+// exclusive: floating types, and integer or bool inputs to int64) through CCCL's
 // cub::DeviceScan, instead of the row kernel's look-back mode.
 //
 // Why CUB here and not elsewhere: CCCL 3.5 (the pinned PyPI nvidia-cuda-cccl, see
@@ -13,9 +13,10 @@
 // 66.8%), so the other combines, reverse scans, masks and the fused backward epilogues stay
 // on the hand-written kernels. Integer sums are exact in any order, so they take CUB's
 // default order: H200, 2^28 / 2^30-element lines of int64 77.3% / 77.3% of copy against the
-// look-back's 53.1% / 54.0%, int32 into int64 64.1% / 65.2% against 58.6% / 60.1%. A reverse
-// float32 line through reverse iterators ran at 36% (look-back 64%): reverse lines stay on
-// the row kernel.
+// look-back's 53.1% / 54.0%, int32 into int64 64.1% / 65.2% against 58.6% / 60.1%; 2^27
+// elements into int64: int16 57.7% against 45.4%, uint8 53.4% / 39.3%, bool 53.8% / 38.4%
+// (int8 as uint8). A reverse float32 line through reverse iterators ran at 36% (look-back
+// 64%): reverse lines stay on the row kernel.
 // Built when CMake finds CCCL >= 3.5 (SCANOPS_CUB_LINE_SCAN=1); without it every line takes
 // the row kernel.
 #pragma once
@@ -31,16 +32,19 @@
 namespace scanops::cuda {
 
 // The (input, output) element types cub_line_sum is instantiated for: one floating type in
-// and out (float32 accumulation for the half types, as the library's own kernels), or int32 /
-// int64 in and int64 out.
+// and out (float32 accumulation for the half types, as the library's own kernels), or an
+// integer or bool input and int64 out (torch's promotion of integer sums).
+template <class In>
+inline constexpr bool kCubLineIntInput =
+    std::is_same_v<In, bool> || std::is_same_v<In, uint8_t> || std::is_same_v<In, int8_t> ||
+    std::is_same_v<In, int16_t> || std::is_same_v<In, int32_t> || std::is_same_v<In, int64_t>;
 template <class In, class Out>
 inline constexpr bool kCubLineSumTypes =
     SCANOPS_CUB_LINE_SCAN &&
     ((std::is_same_v<In, Out> &&
       (std::is_same_v<In, float> || std::is_same_v<In, double> || std::is_same_v<In, c10::Half> ||
        std::is_same_v<In, c10::BFloat16>)) ||
-     (std::is_same_v<Out, int64_t> &&
-      (std::is_same_v<In, int32_t> || std::is_same_v<In, int64_t>)));
+     (std::is_same_v<Out, int64_t> && kCubLineIntInput<In>));
 
 // out[i] = in[0] + ... + in[i] (exclusive: in[0] + ... + in[i-1], 0 first), accumulated in
 // float32 for float32 / float16 / bfloat16, float64 for float64 and int64 for the integers,

@@ -8,7 +8,7 @@
 //                                a block per row walks its tiles carrying the state
 //     longer, fewer rows         chunks of a few tiles, one per block, chained by decoupled
 //                                look-back (each chunk is reduced, then rescanned)
-//     one such line of a dense sum (floating; int32 / int64 into int64), forward: CCCL's
+//     one such line of a dense sum (floating; integer / bool into int64), forward: CCCL's
 //                                DeviceScan (cub_line_scan.h),
 //                                with an initial value too (read on the device by CUB)
 //   2 <= inner <= 7, few lines, floating sums / products without mask or companion:
@@ -54,7 +54,7 @@ struct is_sum : std::false_type {};
 template <class acc_t>
 struct is_sum<SumCombine<acc_t>> : std::true_type {};
 
-// One dense line of a plain sum (floating, or int32 / int64 into int64) that the row kernel
+// One dense line of a plain sum (floating, or integer / bool into int64) that the row kernel
 // would take in look-back mode, forward, with no mask, companion or fused epilogue: CUB's
 // DeviceScan is faster there (cub_line_scan.h has the measurements).
 template <class Combine, class in_t, class out_t>

@@ -640,12 +640,12 @@ def test_cuda_narrow_columns(shape, dim, op, dtype, seed):
 
 
 @needs_cuda
-@pytest.mark.parametrize("dtype", [f32, f64, f16, bf16, i32, i64], ids=_id)
+@pytest.mark.parametrize("dtype", [f32, f64, f16, bf16, i32, i64, i16, i8, u8, b], ids=_id)
 @pytest.mark.parametrize("exclusive", [False, True], ids=["incl", "excl"])
 @pytest.mark.parametrize("length,offset", [(100_003, 0), (100_003, 1), (1_000_001, 3), (40_000, 0)],
                          ids=["100003", "100003-off1", "1000001-off3", "40000"])
 def test_cuda_line_sum(length, offset, dtype, exclusive, seed):
-    """One long dense line of a floating or int32 / int64 cumsum (1-D, a (1, N) row, an (N, 1)
+    """One long dense line of a floating, integer or bool cumsum (1-D, a (1, N) row, an (N, 1)
     column): the path that takes CCCL's DeviceScan when the library is built with it
     (ops/cuda/cub_line_scan.h), else the row kernel's look-back. Against the float64
     reference, the same bits on every run and for the three views of the same line, input
