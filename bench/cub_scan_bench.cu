@@ -4,9 +4,9 @@
 // "stable reduction order" look-back), inclusive and exclusive, with a device copy of the same
 // bytes as the floor, measured interleaved (best of `reps`). Also bfloat16, float64 and
 // float32 products, reverse float32 sums (CUB through reverse iterators) and uint8 / bool /
-// int16 / int32 -> int64 and int64 sums. Checks the float32 sums' results against a host running sum on a random walk of
-// -1 / 0 / +1 steps (exact in float32 whatever the association), so a wrong carry cannot pass;
-// the other cases are timed only.
+// int16 / int32 -> int64 and int64 sums. Checks the float32 sums' results against a host
+// running sum on a random walk of -1 / 0 / +1 steps (exact in float32 whatever the
+// association), so a wrong carry cannot pass; the other cases are timed only.
 //
 // Needs CCCL >= 3.5 headers ahead of the toolkit's (PyPI nvidia-cuda-cccl):
 //   nvcc -std=c++20 --expt-relaxed-constexpr -O3 -gencode arch=compute_90,code=sm_90 \
