@@ -942,8 +942,9 @@ constexpr int64_t kMaxRowModeTiles = 4;   // rows of at most this many tiles: bl
 // cumsum (2 blocks an SM) rows of 131072: 64 rows 56% / 50%, 80 51% / 57%, 128 57% / 72%;
 // (512, 65536) 60% / 83%, (1500, 65536) 64% / 88%; float32 cumprod 80 rows 48% / 50%, 128
 // 49% / 64%; float32 linear_recurrence (3 blocks; shares of an 8-byte copy, 2/3 of the true
-// ones) 96 rows 32% / 31%, 128 29% / 38%, 700 33% / 58%; float16 cumsum (4 blocks) 128 rows 45% / 40%, 160 47% / 49%, 512 50% / 71%; cummax
-// (float32, int32 positions, 4 blocks) 160 rows 38% / 36%, 224 45% / 45%, 300 43% / 54%.
+// ones) 96 rows 32% / 31%, 128 29% / 38%, 700 33% / 58%; float16 cumsum (4 blocks) 128 rows
+// 45% / 40%, 160 47% / 49%, 512 50% / 71%; cummax (float32, int32 positions, 4 blocks) 160
+// rows 38% / 36%, 224 45% / 45%, 300 43% / 54%.
 // The threshold was 16 rows an SM (2112 rows on the H200), from before the rows mode's
 // prefetch of the next tile (row_prefetches_ahead).
 template <class Source, class Sink, int kItems>

@@ -556,10 +556,10 @@ def test_cuda_big(shape, dim, op, dtype, exclusive, reverse, seed):
 
 
 # Row tiles that are not full (ops/cuda/row_scan.cuh: packed rows that leave a tile's end
-# empty, a row's last tile): whole vectors inside the tile (RowTile::kPartialVec), tiles of a
-# length that is not a multiple of the vector width element by element, forward and reverse,
-# not (linear recurrences; the other combines element by element). Lengths around the tile
-# sizes (4096 elements for float32 linear_recurrence, 8192 for float32 sums).
+# empty, a row's last tile), forward and reverse: linear recurrences load and store the tile's
+# whole vectors (RowTile::kPartialVec), tiles whose length is not a multiple of the vector
+# width and every other combine element by element. Lengths around the tile sizes (4096
+# elements for float32 linear_recurrence, 8192 for float32 sums).
 PARTIAL_TILE_SHAPES = [(300, 37), (64, 1024), (300, 1025), (200, 1100), (96, 1366), (64, 1536),
                        (70, 2048), (40, 2049), (30, 3000), (20, 8191), (9, 50257)]
 PARTIAL_TILE_OPS = [("cumsum", f32), ("cumsum", f16), ("masked_cumsum", f32), ("cumprod", f64),
