@@ -27,6 +27,7 @@ from torch.autograd import gradcheck, gradgradcheck
 from reference import (DEVICES, FLAG_IDS, FLAGS, call, dtype_id, eps_acc, linrec_ref,
                        make_gen, make_layout, needs_cuda, ops, poison_allocator, same_bits,
                        scan_ref)
+from test_ops import PARTIAL_TILE_SHAPES
 
 f16, bf16, f32, f64 = torch.float16, torch.bfloat16, torch.float32, torch.float64
 c64, c128 = torch.complex64, torch.complex128
@@ -1241,13 +1242,17 @@ def test_cuda_big_new_ops(shape, dim, seed):
     assert torch.equal(got.cpu(), want)
 
 
+PARTIAL_TILE_LENGTHS = sorted({n for _, n in PARTIAL_TILE_SHAPES})
+
+
 @needs_cuda
 @pytest.mark.parametrize("exclusive,reverse", FLAGS, ids=FLAG_IDS)
 @pytest.mark.parametrize("op", ["cummax", "logcumsumexp"])
-@pytest.mark.parametrize("length", [37, 1100, 1366, 2049, 3000, 8191, 50257])
+@pytest.mark.parametrize("length", PARTIAL_TILE_LENGTHS)
 def test_cuda_partial_row_tiles_family(length, op, exclusive, reverse, seed):
     """Row tiles that are not full (packed rows leaving a tile's end empty, a row's last tile):
-    test_ops.py's test_cuda_partial_row_tiles for the family ops."""
+    test_ops.py's test_cuda_partial_row_tiles for the family ops, over the row lengths of its
+    shapes (here with about 60000 elements a shape)."""
     gen = make_gen(seed, "cuda")
     shape = (max(2, 60000 // length), length)
     if op == "cummax":
