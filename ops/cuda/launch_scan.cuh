@@ -75,6 +75,24 @@ bool takes_cub_line(const DeviceProblem& p) {
   }
 }
 
+// Narrow columns of a plain float32 sum as one line of lane tuples through CUB (cub_lanes_sum):
+// 2..kCubMaxLanes columns, forward, no mask, companion or fused epilogue, a few large blocks
+// (cub_lanes_fits says which, cub_line_scan.h has the measurements).
+template <class Combine, class in_t, class out_t>
+inline constexpr bool kCubLanes = is_sum<Combine>::value && kCubLanesSumTypes<in_t, out_t>;
+
+template <class Combine, class in_t, class out_t>
+bool takes_cub_lanes(const DeviceProblem& p) {
+  if constexpr (kCubLanes<Combine, in_t, out_t>) {
+    return p.mask == nullptr && p.add == nullptr && p.mul == nullptr && p.mul_mask == nullptr &&
+           !p.shift_mul && !p.scale_input && p.indices == nullptr &&
+           cub_lanes_fits(p.ctx.cc_major, p.outer, p.length, p.inner, p.flags.reverse,
+                          p.input, p.output, p.initial);
+  } else {
+    return false;
+  }
+}
+
 // Narrow columns scanned as rows of lanes (lanes_scan.cuh): 2..kMaxLanes columns, no mask or
 // companion (a fused epilogue, add / mul / mul_mask, rides in LanesSink: the backward takes
 // the forward's kernel family), and few lines (where scan_columns would take its tiles or
@@ -165,6 +183,14 @@ void launch_by_shape(const DeviceProblem& p) {
     if (takes_cub_line<Combine, in_t, out_t, Source, OutputSink<Combine, out_t>>(p)) {
       cub_line_sum(p.ctx, static_cast<const in_t*>(p.input), static_cast<out_t*>(p.output),
                    p.length, p.flags.exclusive, static_cast<const out_t*>(p.initial));
+      return;
+    }
+  }
+  if constexpr (!kBroadcast && kCubLanes<Combine, in_t, out_t>) {
+    if (takes_cub_lanes<Combine, in_t, out_t>(p)) {
+      cub_lanes_sum(p.ctx, static_cast<const in_t*>(p.input), static_cast<out_t*>(p.output),
+                    p.outer, p.length, static_cast<int>(p.inner), p.flags.exclusive,
+                    static_cast<const out_t*>(p.initial));
       return;
     }
   }

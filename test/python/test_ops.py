@@ -11,9 +11,9 @@ import pytest
 import torch
 
 from reference import (ALL_DTYPES, DEVICES, FLAG_IDS, FLAGS, FLOAT_DTYPES, LAYOUTS,
-                       OPS, SCAN_OPS, call, check_op, dtype_id, linrec_loop, linrec_ref,
-                       make_gen, make_layout, make_operands, needs_cuda, ops, rand_data,
-                       same_bits, scan_ref)
+                       OPS, SCAN_OPS, assert_close_to_ref, call, check_op, dtype_id, expected,
+                       linrec_loop, linrec_ref, make_gen, make_layout, make_operands, needs_cuda,
+                       ops, rand_data, same_bits, scan_ref)
 
 f16, bf16, f32, f64 = torch.float16, torch.bfloat16, torch.float32, torch.float64
 i8, i16, i32, i64, u8, b = torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8, torch.bool
@@ -637,6 +637,43 @@ def test_cuda_narrow_columns(shape, dim, op, dtype, seed):
         got = check_op(op, dim, e, r, **operands)
         assert same_bits(call(op, dim, e, r, x=x), got), "not reproducible"
         check_op(op, dim, e, r, x=shifted)
+
+
+# Long narrow columns of float32 / float64 sums (at least 2^22 elements a problem): one line of
+# lane tuples through CCCL's DeviceScan when the library is built with it (cub_lanes_sum,
+# ops/cuda/cub_line_scan.h: forward scans of at most 4 such blocks), else, and in reverse, the
+# rows of lanes or the column tiles. (5, 300000, 3) has 5 blocks: the rows of lanes.
+LONG_NARROW_SHAPES = [((2_097_155, 2), 0), ((1_400_001, 3), 0), ((1_048_583, 4), 0),
+                      ((900_001, 5), 0), ((700_001, 6), 0), ((600_001, 7), 0), ((524_301, 8), 0),
+                      ((3, 400_000, 4), 1), ((5, 300_000, 3), 1)]
+
+
+@needs_cuda
+@pytest.mark.parametrize("dtype", [f32, f64], ids=_id)
+@pytest.mark.parametrize("shape,dim", LONG_NARROW_SHAPES,
+                         ids=[f"{'x'.join(map(str, s))}-d{d}" for s, d in LONG_NARROW_SHAPES])
+def test_cuda_long_narrow_columns(shape, dim, dtype, seed):
+    """Every flag against the float64 reference, without and with a per-column initial value
+    (the reference plus it, to the same tolerance), the same bits run to run, the same columns
+    at an element offset (an unaligned start), inputs untouched."""
+    gen = make_gen(seed, "cuda")
+    x = make_operands("cumsum", shape, dim, dtype, "cuda", gen)["x"]
+    shifted = torch.empty(x.numel() + 1, dtype=dtype, device="cuda")[1:].view(x.shape)
+    shifted.copy_(x)
+    line = [s for k, s in enumerate(shape) if k != dim]
+    h0 = torch.randn(line, generator=gen, device="cuda", dtype=dtype)
+    h0_before = h0.clone()
+    for e, r in FLAGS:
+        got = check_op("cumsum", dim, e, r, x=x)
+        assert same_bits(call("cumsum", dim, e, r, x=x), got), "not reproducible"
+        check_op("cumsum", dim, e, r, x=shifted)
+        ref, tol, out_dtype = expected("cumsum", dim, e, r, x=x)
+        gi = ops.cumsum(x, dim, exclusive=e, reverse=r, initial=h0)
+        assert same_bits(ops.cumsum(x, dim, exclusive=e, reverse=r, initial=h0), gi), \
+            "not reproducible with initial"
+        assert_close_to_ref(gi, ref + h0.double().unsqueeze(dim), tol, out_dtype,
+                            f"cumsum{tuple(shape)} dim {dim} exclusive={e} reverse={r} initial")
+        assert same_bits(h0, h0_before), "initial modified"
 
 
 @needs_cuda

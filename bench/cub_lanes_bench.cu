@@ -1,0 +1,190 @@
+// A kernel-level experiment, not part of the library: narrow columns (a contiguous (rows, C)
+// float32 block scanned along dim 0, C = 2..8 columns) as ONE line of C-lane elements through
+// CCCL 3.5's cub::DeviceScan, its stable-order lookahead kernel (sm_90: the order is fixed by
+// the length and the GPU, so the results are the same run to run) with a lane-wise plus,
+// against a device copy of the same bytes (the floor), measured interleaved, best of `reps`.
+// The library scans such blocks with its row kernels over `RowLanesCombine` (lanes_scan.cuh).
+// Checks every case against a host running sum of a random walk of -1 / 0 / +1 steps (exact in
+// float32 whatever the association), so a wrong carry cannot pass.
+//
+//   nvcc -std=c++20 --expt-relaxed-constexpr -O3 -gencode arch=compute_90,code=sm_90 \
+//        -I<site-packages>/nvidia/cu13/include/cccl -I. -o build-micro/cub_lanes_bench \
+//        bench/cub_lanes_bench.cu
+//   build-micro/cub_lanes_bench [elements] [reps]
+
+#include <cub/device/device_scan.cuh>
+#include <cuda/std/functional>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace {
+
+template <int C>
+struct alignas(C % 4 == 0 ? 16 : C % 2 == 0 ? 8 : 4) Lanes {
+  float v[C];
+};
+
+template <int C>
+struct LanePlus {
+  __host__ __device__ Lanes<C> operator()(const Lanes<C>& a, const Lanes<C>& b) const {
+    Lanes<C> r;
+#pragma unroll
+    for (int k = 0; k < C; ++k) r.v[k] = a.v[k] + b.v[k];
+    return r;
+  }
+};
+
+}  // namespace
+
+// The lanes' identity, which CUB's stable-order lookahead folds its unused tile states with
+// (cuda::identity_element knows only the arithmetic types): -0.0 in every lane, as CUB's own
+// for a floating plus (-0.0 + x is x's bits, -0.0 included).
+#define LANES_IDENTITY(C)                                                                  \
+  template <>                                                                              \
+  __host__ __device__ constexpr auto cuda::identity_element<LanePlus<C>, Lanes<C>>() noexcept { \
+    Lanes<C> r{};                                                                          \
+    for (int k = 0; k < C; ++k) r.v[k] = -0.0f;                                            \
+    return r;                                                                              \
+  }
+LANES_IDENTITY(2)
+LANES_IDENTITY(3)
+LANES_IDENTITY(4)
+LANES_IDENTITY(5)
+LANES_IDENTITY(6)
+LANES_IDENTITY(7)
+LANES_IDENTITY(8)
+#undef LANES_IDENTITY
+
+namespace {
+
+template <class Op, class T, bool kStable>
+void cub_scan(void*& tmp, size_t& cap, const T* in, T* out, int64_t n, cudaStream_t s) {
+  using offset_t = cub::detail::choose_offset_t<int64_t>;
+  using selector_t =
+      cub::detail::scan::policy_selector_from_types<const T*, T*, T, offset_t, Op, kStable>;
+  size_t bytes = 0;
+  (void)cub::DeviceScan::scan_impl_determinism<cub::ForceInclusive::Yes, kStable>(
+      nullptr, bytes, in, out, Op{}, cub::NullType{}, n, s, selector_t{});
+  if (bytes > cap) {
+    cudaFree(tmp);
+    cudaMalloc(&tmp, bytes);
+    cap = bytes;
+  }
+  (void)cub::DeviceScan::scan_impl_determinism<cub::ForceInclusive::Yes, kStable>(
+      tmp, bytes, in, out, Op{}, cub::NullType{}, n, s, selector_t{});
+}
+
+__global__ void fill_steps(float* p, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    uint32_t h = static_cast<uint32_t>(i) * 2654435761u ^ static_cast<uint32_t>(i >> 32);
+    h ^= h >> 15;
+    p[i] = static_cast<float>(static_cast<int>(h % 3) - 1);
+  }
+}
+
+float time_ms(const std::function<void()>& f, cudaStream_t s) {
+  cudaEvent_t a, b;
+  cudaEventCreate(&a);
+  cudaEventCreate(&b);
+  cudaEventRecord(a, s);
+  f();
+  cudaEventRecord(b, s);
+  cudaEventSynchronize(b);
+  float ms = 0;
+  cudaEventElapsedTime(&ms, a, b);
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  return ms;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int64_t n = argc > 1 ? atoll(argv[1]) : (int64_t{1} << 26);  // float32 elements
+  const int reps = argc > 2 ? atoi(argv[2]) : 7;
+  cudaDeviceProp prop;
+  cudaGetDeviceProperties(&prop, 0);
+  cudaStream_t s;
+  cudaStreamCreate(&s);
+  float *in, *out, *ca, *cb;
+  cudaMalloc(&in, n * 4);
+  cudaMalloc(&out, n * 4);
+  cudaMalloc(&ca, n * 4);
+  cudaMalloc(&cb, n * 4);
+  cudaMemset(ca, 0, n * 4);
+  fill_steps<<<1024, 256, 0, s>>>(in, n);
+  void* tmp = nullptr;
+  size_t cap = 0;
+  struct Case {
+    std::string name;
+    int lanes;
+    std::function<void()> run;
+  };
+  std::vector<Case> cases;
+  auto add = [&](auto lanes_tag, bool stable) {
+    constexpr int C = decltype(lanes_tag)::value;
+    using T = Lanes<C>;
+    const int64_t rows = n / C;
+    const std::string nm = "cub " + std::string(stable ? "stable" : "default") + " lanes " +
+                           std::to_string(C) + " (" + std::to_string(rows) + ", " +
+                           std::to_string(C) + ")";
+    if (stable) {
+      cases.push_back({nm, C, [=, &tmp, &cap] {
+                         cub_scan<LanePlus<C>, T, true>(tmp, cap, reinterpret_cast<const T*>(in),
+                                                        reinterpret_cast<T*>(out), rows, s);
+                       }});
+    } else {
+      cases.push_back({nm, C, [=, &tmp, &cap] {
+                         cub_scan<LanePlus<C>, T, false>(tmp, cap, reinterpret_cast<const T*>(in),
+                                                         reinterpret_cast<T*>(out), rows, s);
+                       }});
+    }
+  };
+  add(std::integral_constant<int, 2>{}, true);
+  add(std::integral_constant<int, 3>{}, true);
+  add(std::integral_constant<int, 4>{}, true);
+  add(std::integral_constant<int, 5>{}, true);
+  add(std::integral_constant<int, 6>{}, true);
+  add(std::integral_constant<int, 7>{}, true);
+  add(std::integral_constant<int, 8>{}, true);
+  add(std::integral_constant<int, 4>{}, false);
+  add(std::integral_constant<int, 8>{}, false);
+
+  std::vector<float> hi(n), ho(n);
+  cudaMemcpy(hi.data(), in, n * 4, cudaMemcpyDeviceToHost);
+  for (auto& c : cases) {
+    cudaMemset(out, 0xff, n * 4);
+    c.run();
+    cudaMemcpy(ho.data(), out, n * 4, cudaMemcpyDeviceToHost);
+    const int64_t used = n / c.lanes * c.lanes;
+    std::vector<double> acc(c.lanes, 0.0);
+    int64_t bad = 0;
+    for (int64_t i = 0; i < used; ++i) {
+      acc[i % c.lanes] += hi[i];
+      if (ho[i] != static_cast<float>(acc[i % c.lanes])) ++bad;
+    }
+    printf("check %-40s %lld mismatches\n", c.name.c_str(), (long long)bad);
+  }
+  std::vector<float> best(cases.size(), 1e30f);
+  float floor = 1e30f, hi_floor = 0;
+  for (int r = 0; r < reps; ++r) {
+    const float f = time_ms([&] { cudaMemcpyAsync(cb, ca, n * 4, cudaMemcpyDeviceToDevice, s); }, s);
+    floor = std::min(floor, f), hi_floor = std::max(hi_floor, f);
+    for (size_t c = 0; c < cases.size(); ++c) best[c] = std::min(best[c], time_ms(cases[c].run, s));
+  }
+  const cudaError_t err = cudaDeviceSynchronize();
+  printf("%s n %lld reps %d (%s)\nfloor (copy of n float32) %.3f ms (spread %.1f%%)\n", prop.name,
+         (long long)n, reps, cudaGetErrorString(err), floor, 100 * (hi_floor / floor - 1));
+  for (size_t c = 0; c < cases.size(); ++c) {
+    // a case moves n / C * C elements: the floor scaled to them
+    const double fl = floor * double(n / cases[c].lanes * cases[c].lanes) / double(n);
+    printf("%-40s %8.3f ms  %5.1f%% of copy\n", cases[c].name.c_str(), best[c], 100 * fl / best[c]);
+  }
+  return err == cudaSuccess ? 0 : 1;
+}
