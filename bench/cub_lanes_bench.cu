@@ -3,64 +3,34 @@
 // CCCL 3.5's cub::DeviceScan, its stable-order lookahead kernel (sm_90: the order is fixed by
 // the length and the GPU, so the results are the same run to run) with a lane-wise plus,
 // against a device copy of the same bytes (the floor), measured interleaved, best of `reps`.
-// The library scans such blocks with its row kernels over `RowLanesCombine` (lanes_scan.cuh).
+// The tuple types are the library's own (ops/cuda/cub_lanes.cuh, cub_lanes_sum); the library
+// scanned such blocks with its row kernels over `RowLanesCombine` (lanes_scan.cuh) before.
 // Checks every case against a host running sum of a random walk of -1 / 0 / +1 steps (exact in
 // float32 whatever the association), so a wrong carry cannot pass.
 //
 //   nvcc -std=c++20 --expt-relaxed-constexpr -O3 -gencode arch=compute_90,code=sm_90 \
-//        -I<site-packages>/nvidia/cu13/include/cccl -I. -o build-micro/cub_lanes_bench \
+//        -I<site-packages>/nvidia/cu13/include/cccl -I. -I<site-packages>/torch/include \
+//        -o build-micro/cub_lanes_bench \
 //        bench/cub_lanes_bench.cu
 //   build-micro/cub_lanes_bench [elements] [reps]
+
+#include "bench/micro_common.cuh"
 
 #include <cub/device/device_scan.cuh>
 #include <cuda/std/functional>
 
 #include <algorithm>
-#include <cstdio>
-#include <cstdlib>
-#include <functional>
 #include <string>
 #include <vector>
 
-namespace {
-
-template <int C>
-struct alignas(C % 4 == 0 ? 16 : C % 2 == 0 ? 8 : 4) Lanes {
-  float v[C];
-};
-
-template <int C>
-struct LanePlus {
-  __host__ __device__ Lanes<C> operator()(const Lanes<C>& a, const Lanes<C>& b) const {
-    Lanes<C> r;
-#pragma unroll
-    for (int k = 0; k < C; ++k) r.v[k] = a.v[k] + b.v[k];
-    return r;
-  }
-};
-
-}  // namespace
-
-// The lanes' identity, which CUB's stable-order lookahead folds its unused tile states with
-// (cuda::identity_element knows only the arithmetic types): -0.0 in every lane, as CUB's own
-// for a floating plus (-0.0 + x is x's bits, -0.0 included).
-#define LANES_IDENTITY(C)                                                                  \
-  template <>                                                                              \
-  __host__ __device__ constexpr auto cuda::identity_element<LanePlus<C>, Lanes<C>>() noexcept { \
-    Lanes<C> r{};                                                                          \
-    for (int k = 0; k < C; ++k) r.v[k] = -0.0f;                                            \
-    return r;                                                                              \
-  }
-LANES_IDENTITY(2)
-LANES_IDENTITY(3)
-LANES_IDENTITY(4)
-LANES_IDENTITY(5)
-LANES_IDENTITY(6)
-LANES_IDENTITY(7)
-LANES_IDENTITY(8)
-#undef LANES_IDENTITY
+#include "ops/cuda/cub_lanes.cuh"
 
 namespace {
+
+using scanops::bench::fill_steps;
+using scanops::bench::time_ms;
+using scanops::cuda::LanePlus;
+using scanops::cuda::Lanes;
 
 template <class Op, class T, bool kStable>
 void cub_scan(void*& tmp, size_t& cap, const T* in, T* out, int64_t n, cudaStream_t s) {
@@ -77,30 +47,6 @@ void cub_scan(void*& tmp, size_t& cap, const T* in, T* out, int64_t n, cudaStrea
   }
   (void)cub::DeviceScan::scan_impl_determinism<cub::ForceInclusive::Yes, kStable>(
       tmp, bytes, in, out, Op{}, cub::NullType{}, n, s, selector_t{});
-}
-
-__global__ void fill_steps(float* p, int64_t n) {
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
-       i += int64_t{gridDim.x} * blockDim.x) {
-    uint32_t h = static_cast<uint32_t>(i) * 2654435761u ^ static_cast<uint32_t>(i >> 32);
-    h ^= h >> 15;
-    p[i] = static_cast<float>(static_cast<int>(h % 3) - 1);
-  }
-}
-
-float time_ms(const std::function<void()>& f, cudaStream_t s) {
-  cudaEvent_t a, b;
-  cudaEventCreate(&a);
-  cudaEventCreate(&b);
-  cudaEventRecord(a, s);
-  f();
-  cudaEventRecord(b, s);
-  cudaEventSynchronize(b);
-  float ms = 0;
-  cudaEventElapsedTime(&ms, a, b);
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
-  return ms;
 }
 
 }  // namespace
