@@ -73,34 +73,46 @@ int main(int argc, char** argv) {
     std::function<void()> run;
   };
   std::vector<Case> cases;
-  auto add = [&](auto lanes_tag, bool stable) {
+  // C columns as tuples aligned to A bytes (A = 4: the library's; 8 / 16: a tuple loaded whole).
+  auto add = [&](auto lanes_tag, auto align_tag, bool stable) {
     constexpr int C = decltype(lanes_tag)::value;
-    using T = Lanes<C>;
+    constexpr int A = decltype(align_tag)::value;
+    using T = Lanes<C, A>;
+    using Op = LanePlus<C, A>;
     const int64_t rows = n / C;
     const std::string nm = "cub " + std::string(stable ? "stable" : "default") + " lanes " +
-                           std::to_string(C) + " (" + std::to_string(rows) + ", " +
-                           std::to_string(C) + ")";
+                           std::to_string(C) + " align " + std::to_string(A) + " (" +
+                           std::to_string(rows) + ", " + std::to_string(C) + ")";
     if (stable) {
       cases.push_back({nm, C, [=, &tmp, &cap] {
-                         cub_scan<LanePlus<C>, T, true>(tmp, cap, reinterpret_cast<const T*>(in),
-                                                        reinterpret_cast<T*>(out), rows, s);
+                         cub_scan<Op, T, true>(tmp, cap, reinterpret_cast<const T*>(in),
+                                               reinterpret_cast<T*>(out), rows, s);
                        }});
     } else {
       cases.push_back({nm, C, [=, &tmp, &cap] {
-                         cub_scan<LanePlus<C>, T, false>(tmp, cap, reinterpret_cast<const T*>(in),
-                                                         reinterpret_cast<T*>(out), rows, s);
+                         cub_scan<Op, T, false>(tmp, cap, reinterpret_cast<const T*>(in),
+                                                reinterpret_cast<T*>(out), rows, s);
                        }});
     }
   };
-  add(std::integral_constant<int, 2>{}, true);
-  add(std::integral_constant<int, 3>{}, true);
-  add(std::integral_constant<int, 4>{}, true);
-  add(std::integral_constant<int, 5>{}, true);
-  add(std::integral_constant<int, 6>{}, true);
-  add(std::integral_constant<int, 7>{}, true);
-  add(std::integral_constant<int, 8>{}, true);
-  add(std::integral_constant<int, 4>{}, false);
-  add(std::integral_constant<int, 8>{}, false);
+  using I2 = std::integral_constant<int, 2>;
+  using I4 = std::integral_constant<int, 4>;
+  using I6 = std::integral_constant<int, 6>;
+  using I8 = std::integral_constant<int, 8>;
+  using I16 = std::integral_constant<int, 16>;
+  add(I2{}, I4{}, true);
+  add(std::integral_constant<int, 3>{}, I4{}, true);
+  add(I4{}, I4{}, true);
+  add(std::integral_constant<int, 5>{}, I4{}, true);
+  add(I6{}, I4{}, true);
+  add(std::integral_constant<int, 7>{}, I4{}, true);
+  add(I8{}, I4{}, true);
+  add(I2{}, I8{}, true);
+  add(I4{}, I16{}, true);
+  add(I6{}, I8{}, true);
+  add(I8{}, I16{}, true);
+  add(I4{}, I16{}, false);
+  add(I8{}, I16{}, false);
 
   std::vector<float> hi(n), ho(n);
   cudaMemcpy(hi.data(), in, n * 4, cudaMemcpyDeviceToHost);

@@ -7,19 +7,19 @@
 
 namespace scanops::cuda {
 
-// A row of C float32 columns as one element (cub_lanes_sum), aligned to its vector width for
-// even C (8 or 16 bytes: CUB loads it whole). Measured on the H100 (bench/cub_lanes_bench.cu,
-// 2^28 elements): aligned tuples of 2 / 4 / 6 / 8 ran at 79 / 74 / 66 / 61% of a copy, the
-// same tuples aligned to 4 bytes at 75 / 61 / 61 / 41%.
-template <int C>
-struct alignas(C % 4 == 0 ? 16 : C % 2 == 0 ? 8 : 4) Lanes {
+// A row of C float32 columns as one element. The library uses A = 4 (any dense float32 block
+// is an array of them); bench/cub_lanes_bench.cu times the vector-aligned ones too (A = 8 for
+// 2 and 6 columns, 16 for 4 and 8: CUB then loads a tuple whole), which the library does not
+// use yet (cub_line_scan.h).
+template <int C, int A = alignof(float)>
+struct alignas(A) Lanes {
   float v[C];
 };
 
-template <int C>
+template <int C, int A = alignof(float)>
 struct LanePlus {
-  __host__ __device__ Lanes<C> operator()(const Lanes<C>& a, const Lanes<C>& b) const {
-    Lanes<C> r;
+  __host__ __device__ Lanes<C, A> operator()(const Lanes<C, A>& a, const Lanes<C, A>& b) const {
+    Lanes<C, A> r;
 #pragma unroll
     for (int k = 0; k < C; ++k) r.v[k] = a.v[k] + b.v[k];
     return r;
@@ -31,19 +31,23 @@ struct LanePlus {
 // The lanes' identity, which the stable-order lookahead kernel folds its unused tile states
 // with (cuda::identity_element knows the arithmetic types only): -0.0 in every lane, as CUB's
 // own for a floating plus (-0.0 + x is x's bits, -0.0 included).
-#define SCANOPS_LANES_IDENTITY(C)                                                              \
-  template <>                                                                                  \
-  __host__ __device__ constexpr auto                                                           \
-  cuda::identity_element<scanops::cuda::LanePlus<C>, scanops::cuda::Lanes<C>>() noexcept {     \
-    scanops::cuda::Lanes<C> r{};                                                               \
-    for (int k = 0; k < C; ++k) r.v[k] = -0.0f;                                                \
-    return r;                                                                                  \
+#define SCANOPS_LANES_IDENTITY(C, A)                                                      \
+  template <>                                                                              \
+  __host__ __device__ constexpr auto cuda::identity_element<                               \
+      scanops::cuda::LanePlus<C, A>, scanops::cuda::Lanes<C, A>>() noexcept {              \
+    scanops::cuda::Lanes<C, A> r{};                                                        \
+    for (int k = 0; k < C; ++k) r.v[k] = -0.0f;                                            \
+    return r;                                                                              \
   }
-SCANOPS_LANES_IDENTITY(2)
-SCANOPS_LANES_IDENTITY(3)
-SCANOPS_LANES_IDENTITY(4)
-SCANOPS_LANES_IDENTITY(5)
-SCANOPS_LANES_IDENTITY(6)
-SCANOPS_LANES_IDENTITY(7)
-SCANOPS_LANES_IDENTITY(8)
+SCANOPS_LANES_IDENTITY(2, 4)
+SCANOPS_LANES_IDENTITY(3, 4)
+SCANOPS_LANES_IDENTITY(4, 4)
+SCANOPS_LANES_IDENTITY(5, 4)
+SCANOPS_LANES_IDENTITY(6, 4)
+SCANOPS_LANES_IDENTITY(7, 4)
+SCANOPS_LANES_IDENTITY(8, 4)
+SCANOPS_LANES_IDENTITY(2, 8)
+SCANOPS_LANES_IDENTITY(6, 8)
+SCANOPS_LANES_IDENTITY(4, 16)
+SCANOPS_LANES_IDENTITY(8, 16)
 #undef SCANOPS_LANES_IDENTITY

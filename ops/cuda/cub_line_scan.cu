@@ -131,33 +131,14 @@ void lanes_sum(const LaunchContext& ctx, const float* in, float* out, int64_t ou
   }
 }
 
-template <int C>
-bool aligned_lanes(const void* p) {
-  return p == nullptr || reinterpret_cast<uintptr_t>(p) % alignof(Lanes<C>) == 0;
-}
-
 }  // namespace
 
-bool cub_lanes_fits(int cc_major, int64_t outer, int64_t length, int64_t inner, bool reverse,
-                    const void* in, const void* out, const void* initial) {
+bool cub_lanes_fits(int cc_major, int64_t outer, int64_t length, int64_t inner, bool reverse) {
   // (cub_line_scan.h has the measurements behind these bounds.)
   constexpr int64_t kMaxBlocks = 4;
   constexpr int64_t kMinElements = int64_t{1} << 26;
-  if (cc_major < 9 || reverse || inner < 2 || inner > kCubMaxLanes || outer > kMaxBlocks ||
-      length * inner < kMinElements) {
-    return false;
-  }
-  const auto aligned = [&](auto c) {
-    constexpr int C = decltype(c)::value;
-    return aligned_lanes<C>(in) && aligned_lanes<C>(out) && aligned_lanes<C>(initial);
-  };
-  switch (inner) {
-    case 2: return aligned(std::integral_constant<int, 2>{});
-    case 4: return aligned(std::integral_constant<int, 4>{});
-    case 6: return aligned(std::integral_constant<int, 6>{});
-    case 8: return aligned(std::integral_constant<int, 8>{});
-    default: return true;  // (odd lanes: float32 alignment, every dense block has it)
-  }
+  return cc_major >= 9 && !reverse && inner >= 2 && inner <= kCubMaxLanes && inner != 4 &&
+         outer <= kMaxBlocks && length * inner >= kMinElements;
 }
 
 void cub_lanes_sum(const LaunchContext& ctx, const float* in, float* out, int64_t outer,
@@ -165,11 +146,9 @@ void cub_lanes_sum(const LaunchContext& ctx, const float* in, float* out, int64_
   switch (lanes) {
     case 2: return lanes_sum<2>(ctx, in, out, outer, length, exclusive, initial);
     case 3: return lanes_sum<3>(ctx, in, out, outer, length, exclusive, initial);
-    case 4: return lanes_sum<4>(ctx, in, out, outer, length, exclusive, initial);
     case 5: return lanes_sum<5>(ctx, in, out, outer, length, exclusive, initial);
     case 6: return lanes_sum<6>(ctx, in, out, outer, length, exclusive, initial);
     case 7: return lanes_sum<7>(ctx, in, out, outer, length, exclusive, initial);
-    case 8: return lanes_sum<8>(ctx, in, out, outer, length, exclusive, initial);
     default: TORCH_CHECK(false, "scanops: internal error: cub_lanes_sum with ", lanes, " lanes");
   }
 }

@@ -60,29 +60,32 @@ template <class In, class Out>
 void cub_line_sum(const LaunchContext& ctx, const In* in, Out* out, int64_t length,
                   bool exclusive, const Out* initial = nullptr);
 
-// Narrow columns as one line of lane tuples: `outer` dense (length, lanes) float32 blocks
-// (row-major, lanes = 2..kCubMaxLanes columns side by side) scanned along their length, each
-// block through CUB's stable-order lookahead kernel with a lane-wise plus over tuples of
-// `lanes` floats (one DeviceScan per block). Forward, inclusive or exclusive; initial: outer *
-// lanes values (block o's at initial + o * lanes) or nullptr. Bitwise the same run to run (the
-// order is fixed by the length, lanes and the GPU). Measured on the H100 against the rows of
-// lanes (lanes_scan.cuh) and the column tiles, share of a copy (bench/cub_lanes_bench.cu and
-// docs/benchmarks/h100-2026-12-07-cub-lanes.md): blocks of 2^28 elements, lanes 2..8: 75 / 72
-// / 74 / 64 / 66 / 46 / 61% against 64 / 58 / 63 / 54 / 50 / 41 / 60%; 2^26: 70 / 67 / 58
-// (unaligned tuples) / 59 / 56 / 44 / 41% against 62 / 57 / 59 / 52 / 47 / 39 / 29%; 2^24 and
-// 2^22 level or behind. cub_lanes_fits holds the ground where it wins.
-inline constexpr int kCubMaxLanes = 8;
+// Narrow columns as one line of column tuples: `outer` dense (length, lanes) float32 blocks
+// (row-major, `lanes` columns side by side) scanned along their length, each block through
+// CUB's stable-order lookahead kernel with a lane-wise plus over tuples of `lanes` floats (one
+// DeviceScan per block). Forward, inclusive or exclusive; initial: outer * lanes values (block
+// o's at initial + o * lanes) or nullptr. Bitwise the same run to run (the order is fixed by
+// the length, lanes and the GPU). Measured on the H100 through the library, tuples aligned to
+// 4 bytes, share of a copy (docs/benchmarks/h100-2026-12-07-cub-lanes.md), against the rows of
+// lanes (lanes_scan.cuh) and, for 8 columns, the vector column tiles:
+//   columns                 2      3      4      5      6      7      8
+//   2^28 elements  CUB    75.1%  72.0%  60.9%  64.1%  60.6%  46.2%  41.1%
+//                  before 63.5%  58.4%  62.9%  53.9%  50.0%  40.5%  60.4%
+//   2^26 elements  CUB    69.9%  66.6%  57.9%  58.9%  56.2%  43.8%  40.9%
+//                  before 61.6%  56.9%  59.3%  52.0%  46.5%  39.0%  28.7%
+// and at 2^24 and 2^22 elements level or behind. Hence cub_lanes_fits: 2, 3, 5, 6 or 7 columns,
+// blocks of at least 2^26 elements. Tuples aligned to their vector width (8 / 16 bytes) ran
+// faster at kernel level (bench/cub_lanes_bench.cu, 2^28: 79 / 74 / 66 / 61% for 2 / 4 / 6 / 8
+// columns) but have not run through the library: the next step for 4 and 8 columns.
+inline constexpr int kCubMaxLanes = 7;
 template <class In, class Out>
 inline constexpr bool kCubLanesSumTypes =
     SCANOPS_CUB_LINE_SCAN && std::is_same_v<In, float> && std::is_same_v<Out, float>;
 
-// Whether cub_lanes_sum takes a float32 sum of (outer, length, inner) with these pointers
-// (input, output, initial or nullptr): sm_90 or newer, forward, blocks of at least 2^26
-// elements, at most 4 of them, and tuples of an even number of lanes aligned to their vector
-// width (8 or 16 bytes: the unaligned tuples of 4 ran at 58-61% against the rows of lanes'
-// 59-63%).
-bool cub_lanes_fits(int cc_major, int64_t outer, int64_t length, int64_t inner, bool reverse,
-                    const void* in, const void* out, const void* initial);
+// Whether cub_lanes_sum takes a float32 sum of (outer, length, inner): sm_90 or newer (CUB's
+// lookahead kernel), forward, 2, 3, 5, 6 or 7 columns, at most 4 blocks of at least 2^26
+// elements each.
+bool cub_lanes_fits(int cc_major, int64_t outer, int64_t length, int64_t inner, bool reverse);
 
 void cub_lanes_sum(const LaunchContext& ctx, const float* in, float* out, int64_t outer,
                    int64_t length, int lanes, bool exclusive, const float* initial = nullptr);

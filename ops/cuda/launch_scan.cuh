@@ -9,8 +9,8 @@
 //     longer, fewer rows         chunks of a few tiles, one per block, chained by decoupled
 //                                look-back (each chunk is reduced, then rescanned)
 //     one such line of a dense sum (floating; integer / bool into int64), forward: CCCL's
-//                                DeviceScan (cub_line_scan.h),
-//                                with an initial value too (read on the device by CUB)
+//                                DeviceScan (cub_line_scan.h), initial values too; so are
+//                                float32 blocks of 2, 3, 5-7 columns (cub_lanes_sum)
 //   2 <= inner <= 7, few lines, floating sums / products without mask or companion:
 //                              rows of `inner` lanes -> scan_rows (lanes_scan.cuh)
 //   inner > 1                  columns -> scan_columns (column_scan.cuh):
@@ -75,9 +75,9 @@ bool takes_cub_line(const DeviceProblem& p) {
   }
 }
 
-// Narrow columns of a plain float32 sum as one line of lane tuples through CUB (cub_lanes_sum):
-// 2..kCubMaxLanes columns, forward, no mask, companion or fused epilogue, a few large blocks
-// (cub_lanes_fits says which, cub_line_scan.h has the measurements).
+// Narrow columns of a plain float32 sum as one line of column tuples through CUB
+// (cub_lanes_sum): forward, no mask, companion or fused epilogue, a few large blocks of some
+// column counts (cub_lanes_fits says which, cub_line_scan.h has the measurements).
 template <class Combine, class in_t, class out_t>
 inline constexpr bool kCubLanes = is_sum<Combine>::value && kCubLanesSumTypes<in_t, out_t>;
 
@@ -86,8 +86,7 @@ bool takes_cub_lanes(const DeviceProblem& p) {
   if constexpr (kCubLanes<Combine, in_t, out_t>) {
     return p.mask == nullptr && p.add == nullptr && p.mul == nullptr && p.mul_mask == nullptr &&
            !p.shift_mul && !p.scale_input && p.indices == nullptr &&
-           cub_lanes_fits(p.ctx.cc_major, p.outer, p.length, p.inner, p.flags.reverse,
-                          p.input, p.output, p.initial);
+           cub_lanes_fits(p.ctx.cc_major, p.outer, p.length, p.inner, p.flags.reverse);
   } else {
     return false;
   }
